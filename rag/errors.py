@@ -1,0 +1,39 @@
+"""One small exception tree; the CLI maps each class to one line and an exit code."""
+
+
+class RagError(Exception):
+    """Base class: a failure the user can act on, reported as one line."""
+
+    exit_code = 3
+
+
+class ConfigError(RagError):
+    exit_code = 4
+
+
+class IndexingError(RagError):
+    exit_code = 5
+
+
+class RetrievalError(RagError):
+    exit_code = 6
+
+
+class GenerationError(RagError):
+    exit_code = 7
+
+
+class CitationError(RagError):
+    exit_code = 8
+
+
+class AccessError(RagError):
+    """A path outside the allowed roots, or a Source the user may not see."""
+
+    exit_code = 9
+
+
+# Exit codes that are outcomes, not errors (grep-like: 0 answered, 1 nothing to answer with).
+EXIT_ANSWERED = 0
+EXIT_INSUFFICIENT = 1
+EXIT_INTERRUPTED = 130

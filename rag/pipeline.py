@@ -1,0 +1,193 @@
+"""The thin orchestrator: index, retrieve, select evidence, generate, verify."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable
+from pathlib import Path
+
+from rag.config import Settings
+from rag.errors import CitationError, GenerationError
+from rag.indexing import IndexReport
+from rag.records import Answer, Citation, Evidence, Statement
+from rag.retrieval import Retriever
+
+INSUFFICIENT = "Insufficient evidence: the docs shown do not answer this question."
+
+
+def run_index(
+    docs_root: Path, index_root: Path, settings: Settings, *, rebuild: bool = False,
+    show_progress: bool = True,
+) -> IndexReport:
+    """`rag index`: bring the index up to date, with a progress bar while embedding."""
+    from rag.embedding import make_embedder
+    from rag.indexing import build_index
+
+    embedder = make_embedder(settings.embedding)
+    if not show_progress:
+        return build_index(docs_root, index_root, settings, embedder, rebuild=rebuild)
+    from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
+                               TimeElapsedColumn, TimeRemainingColumn)
+
+    columns = (TextColumn("embedding"), BarColumn(), MofNCompleteColumn(),
+               TextColumn("chunks {task.fields[rate]}"), TimeElapsedColumn(),
+               TextColumn("ETA"), TimeRemainingColumn())
+    with Progress(*columns, transient=True) as bar:
+        task = bar.add_task("embed", total=None, rate="")
+        started = time.perf_counter()
+
+        def progress(done: int, total: int) -> None:
+            rate = done / max(time.perf_counter() - started, 1e-9)
+            bar.update(task, completed=done, total=total, rate=f"{rate:.0f}/s")
+
+        return build_index(docs_root, index_root, settings, embedder, rebuild=rebuild,
+                           progress=progress)
+
+
+def open_retriever(index_root: Path, settings: Settings) -> Retriever:
+    """Load the live index version and the query embedder (no torch with the ONNX backend)."""
+    from rag import store
+    from rag.embedding import make_embedder
+
+    version = store.load(index_root)
+    return Retriever(version, make_embedder(settings.embedding), settings.retrieval,
+                     settings.index)
+
+
+def answer_question(
+    question: str,
+    index_root: Path,
+    settings: Settings,
+    *,
+    generator: str | None = None,
+    mode: str | None = None,
+    groups: Iterable[str] = (),
+    retriever: Retriever | None = None,
+) -> Answer:
+    """The whole pipeline; only verified, supported statements reach the Answer."""
+    from rag.evidence import select_evidence, token_counter
+    from rag.generation import make_generator
+
+    groups = frozenset(groups)
+    timings: dict[str, float] = {}
+    t0 = time.perf_counter()
+    retriever = retriever or open_retriever(index_root, settings)
+    hits = retriever.search(question, mode=mode, groups=groups)
+    timings["retrieve"] = time.perf_counter() - t0
+
+    t0 = time.perf_counter()
+    count = token_counter(settings.evidence.encoding)
+    gen_settings = settings.generation
+    budget = (gen_settings.context_tokens - gen_settings.max_tokens
+              - settings.evidence.instruction_reserve - count(question))
+    selection = select_evidence(hits, budget_tokens=max(budget, 0),
+                                max_per_source=settings.evidence.max_per_source,
+                                count_tokens=count)
+    evidence = selection.evidence
+    timings["evidence"] = time.perf_counter() - t0
+    name = generator or gen_settings.generator
+    base = dict(question=question, evidence=evidence, excluded=selection.excluded,
+                generator=name, timings=timings)
+    if not evidence:
+        return Answer(answer=INSUFFICIENT, statements=(), citations=(),
+                      insufficient_evidence=True, **base)
+
+    t0 = time.perf_counter()
+    gen = make_generator(settings, name)
+    try:
+        result = gen.generate(question, evidence)
+    finally:
+        close = getattr(gen, "close", None)
+        if close is not None:
+            close()
+    timings["generate"] = time.perf_counter() - t0
+    tokens = {"prompt": result.prompt_tokens, "completion": result.completion_tokens}
+
+    t0 = time.perf_counter()
+    statements, fallback = _verified(result.answer, evidence, settings, groups, question, name)
+    timings["verify"] = time.perf_counter() - t0
+    supported = tuple(s for s in statements if s.supported)
+    unsupported = tuple(s for s in statements if not s.supported)
+    shown_unsupported = unsupported if settings.verification.unsupported == "mark" else ()
+    if not supported:
+        return Answer(answer=INSUFFICIENT, statements=(), citations=(),
+                      insufficient_evidence=True, unsupported=shown_unsupported,
+                      extractive_fallback=fallback, tokens=tokens, **base)
+    return Answer(
+        answer=" ".join(s.text for s in supported),
+        statements=supported,
+        citations=_unique(c for s in supported for c in s.citations),
+        insufficient_evidence=False,
+        unsupported=shown_unsupported,
+        extractive_fallback=fallback,
+        tokens=tokens,
+        **base,
+    )
+
+
+def _verified(
+    model_answer: object, evidence: tuple[Evidence, ...], settings: Settings,
+    groups: frozenset[str], question: str, name: str,
+) -> tuple[list[Statement], bool]:
+    """Check the model's statements; fall back to an extractive answer if none survive."""
+    from rag.generation import ExtractiveGenerator
+    from rag.verification import check_support
+
+    threshold = settings.verification.support_threshold
+
+    def check(answer: object) -> list[Statement]:
+        if getattr(answer, "insufficient_evidence", False):
+            return []
+        pairs = [(s.text, s.evidence) for s in answer.statements]  # type: ignore[attr-defined]
+        return check_support(pairs, evidence, threshold=threshold, allowed_groups=groups)
+
+    try:
+        statements = check(model_answer)
+        failed = not any(s.supported for s in statements)
+    except CitationError:
+        if not settings.verification.extractive_fallback or name == "extractive":
+            raise
+        statements, failed = [], True
+    if (not failed or name == "extractive" or not settings.verification.extractive_fallback
+            or getattr(model_answer, "insufficient_evidence", False)):
+        return statements, False
+    fallback = ExtractiveGenerator().generate(question, evidence).answer
+    extractive = check(fallback)
+    if not any(s.supported for s in extractive):
+        return statements, False
+    return extractive, True
+
+
+def _unique(citations: Iterable[Citation]) -> tuple[Citation, ...]:
+    seen: dict[str, Citation] = {}
+    for c in citations:
+        seen.setdefault(c.label, c)
+    return tuple(seen.values())
+
+
+def render_answer(answer: Answer, docs_root: Path | None = None) -> str:
+    """Plain text: the answer, then each citation as path:start-end (heading) with its lines."""
+    lines: list[str] = []
+    if answer.extractive_fallback:
+        lines.append("[extractive answer: the model's answer failed verification]")
+    lines.append(answer.answer)
+    for s in answer.unsupported:
+        lines.append(f"[unsupported, not part of the answer] {s.text}")
+    if answer.insufficient_evidence and answer.evidence:
+        lines.append("\nClosest evidence:")
+        lines.extend(f"  {e.chunk.source_path}:{e.chunk.start_line}-{e.chunk.end_line} "
+                     f"({e.chunk.heading or '-'})" for e in answer.evidence[:3])
+    if answer.citations:
+        lines.append("\nCitations:")
+    by_label = {e.label: e for e in answer.evidence}
+    for c in answer.citations:
+        lines.append(f"  [{c.label}] {c.source_path}:{c.start_line}-{c.end_line} "
+                     f"({c.heading or '-'})")
+        text = by_label[c.label].chunk.text
+        quoted = text.splitlines()[:6]
+        lines.extend(f"    {c.start_line + i:>5} | {line}" for i, line in enumerate(quoted))
+        if len(text.splitlines()) > len(quoted):
+            lines.append("          | ...")
+    if any(reason == "budget" for _, reason in answer.excluded):
+        lines.append("\n(some evidence was left out to fit the model's context)")
+    return "\n".join(lines)

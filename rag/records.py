@@ -1,0 +1,146 @@
+"""Typed records that flow between the pipeline's stages (see docs: contracts)."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Source:
+    """One Markdown file under the docs root."""
+
+    source_id: str
+    path: str  # relative to the docs root, forward slashes
+    content_hash: str
+    visibility: tuple[str, ...] = ()  # groups allowed to see it; empty means public
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """A contiguous span of one Source; lines are 1-based and inclusive."""
+
+    chunk_id: str
+    source_id: str
+    source_path: str
+    text: str
+    start_line: int
+    end_line: int
+    heading: str | None = None  # heading path, e.g. "Install > From source"
+    visibility: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["visibility"] = list(self.visibility)
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Chunk:
+        return cls(
+            chunk_id=data["chunk_id"],
+            source_id=data["source_id"],
+            source_path=data["source_path"],
+            text=data["text"],
+            start_line=int(data["start_line"]),
+            end_line=int(data["end_line"]),
+            heading=data.get("heading"),
+            visibility=tuple(data.get("visibility") or ()),
+        )
+
+
+@dataclass(frozen=True)
+class SearchHit:
+    """A Chunk ranked by the retriever (rank is 1-based)."""
+
+    chunk: Chunk
+    score: float
+    rank: int
+
+    def to_dict(self) -> dict[str, Any]:
+        data = self.chunk.to_dict()
+        data.update(score=self.score, rank=self.rank)
+        return data
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """A selected Search Hit with its label (E1, E2, ... in selection order)."""
+
+    label: str
+    hit: SearchHit
+
+    @property
+    def chunk(self) -> Chunk:
+        return self.hit.chunk
+
+    def to_dict(self) -> dict[str, Any]:
+        data = self.hit.to_dict()
+        data["label"] = self.label
+        return data
+
+
+@dataclass(frozen=True)
+class Citation:
+    """A label the verifier mapped back to a real place in a Source."""
+
+    label: str
+    source_path: str
+    chunk_id: str
+    start_line: int
+    end_line: int
+    heading: str | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class Statement:
+    """One sentence of an answer with the citations that support it."""
+
+    text: str
+    citations: tuple[Citation, ...]
+    supported: bool = True
+    support_score: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "text": self.text,
+            "citations": [c.to_dict() for c in self.citations],
+            "supported": self.supported,
+            "support_score": self.support_score,
+        }
+
+
+@dataclass(frozen=True)
+class Answer:
+    """What `rag ask` returns: verified statements only, plus what was shown to the model."""
+
+    question: str
+    answer: str
+    statements: tuple[Statement, ...]
+    citations: tuple[Citation, ...]
+    insufficient_evidence: bool
+    evidence: tuple[Evidence, ...]
+    excluded: tuple[tuple[str, str], ...] = ()  # (chunk_id, reason) left out of the evidence
+    generator: str = ""
+    extractive_fallback: bool = False  # the model's answer failed; an extractive one stands in
+    unsupported: tuple[Statement, ...] = ()  # shown only when config says "mark"
+    timings: dict[str, float] = field(default_factory=dict)  # seconds per stage
+    tokens: dict[str, int] = field(default_factory=dict)  # prompt / completion
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "question": self.question,
+            "answer": self.answer,
+            "statements": [s.to_dict() for s in self.statements],
+            "citations": [c.to_dict() for c in self.citations],
+            "insufficient_evidence": self.insufficient_evidence,
+            "evidence": [e.to_dict() for e in self.evidence],
+            "excluded": [{"chunk_id": cid, "reason": why} for cid, why in self.excluded],
+            "generator": self.generator,
+            "extractive_fallback": self.extractive_fallback,
+            "unsupported": [s.to_dict() for s in self.unsupported],
+            "timings": self.timings,
+            "tokens": self.tokens,
+        }

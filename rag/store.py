@@ -1,0 +1,269 @@
+"""The index on disk: a folder of plain files, replaced atomically.
+
+Layout of an index folder::
+
+    CURRENT            name of the live version folder (replaced with os.replace)
+    v-<stamp>/         one complete version
+        manifest.json  format version, embedding model, dimension, chunk settings, files
+        chunks.jsonl   one Chunk record a line, in row order
+        vectors.faiss  FAISS IndexIDMap2 keyed by faiss_id(chunk_id)
+        lexical/       BM25 index over the same chunks (bm25s files)
+    .lock              held (flock) while a writer builds a new version
+
+A writer builds a complete new version folder, fsyncs it, then swaps CURRENT. A process
+killed at any point leaves CURRENT naming the previous, complete version.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import shutil
+import time
+import uuid
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from rag.errors import IndexingError
+from rag.records import Chunk
+
+FORMAT_VERSION = 1
+CURRENT = "CURRENT"
+LOCK = ".lock"
+KEEP_VERSIONS = 2  # the live one and the one before, for readers that are still loading
+
+
+def faiss_id(chunk_id: str) -> int:
+    """Stable 60-bit FAISS id derived from a (hex) chunk id."""
+    return int(chunk_id[:15], 16)
+
+
+@dataclass
+class FileEntry:
+    """What the manifest remembers about one Source."""
+
+    source_id: str
+    content_hash: str
+    chunk_ids: list[str]
+    visibility: list[str] = field(default_factory=list)  # from front matter only
+
+
+@dataclass
+class Manifest:
+    embedding_model: str
+    dimension: int
+    vector_kind: str  # "fp32" or "int8": int8 vectors differ, so they never mix with fp32
+    chunking: dict[str, int]
+    index_kind: str
+    docs_root: str = ""
+    files: dict[str, FileEntry] = field(default_factory=dict)
+    format_version: int = FORMAT_VERSION
+    created: float = 0.0
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), indent=1, sort_keys=True)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Manifest:
+        files = {p: FileEntry(**e) for p, e in data.get("files", {}).items()}
+        return cls(**{**data, "files": files})
+
+    def mismatches(self, other: Manifest) -> list[str]:
+        """What differs in settings that make two indexes incompatible."""
+        out = []
+        for name in ("embedding_model", "dimension", "vector_kind", "chunking", "index_kind"):
+            mine, theirs = getattr(self, name), getattr(other, name)
+            if mine != theirs:
+                out.append(f"{name} is {mine!r} in the index but {theirs!r} in the config")
+        return out
+
+
+@dataclass
+class IndexVersion:
+    """One loaded, read-only version of an index."""
+
+    path: Path
+    manifest: Manifest
+    chunks: list[Chunk]
+    vectors: Any  # faiss.IndexIDMap2
+    _row_of: dict[int, int] = field(default_factory=dict, repr=False)
+    _lexical: Any = field(default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        self._row_of = {faiss_id(c.chunk_id): i for i, c in enumerate(self.chunks)}
+
+    def row_of(self, fid: int) -> int | None:
+        return self._row_of.get(int(fid))
+
+    @property
+    def lexical(self) -> Any:
+        """The BM25 index, loaded on first use (dense-only queries never pay for it)."""
+        if self._lexical is None:
+            from rag.lexical import LexicalIndex
+
+            self._lexical = LexicalIndex.load(self.path / "lexical")
+        return self._lexical
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _write_file(path: Path, data: bytes) -> None:
+    with open(path, "wb") as fh:
+        fh.write(data)
+        fh.flush()
+        os.fsync(fh.fileno())
+
+
+def _crash_point(name: str) -> None:
+    """Tests kill the process here (RAG_TEST_CRASH_AT=name) to prove the swap is atomic."""
+    if os.environ.get("RAG_TEST_CRASH_AT") == name:
+        os.kill(os.getpid(), 9)
+
+
+def _read_current(root: Path) -> Path | None:
+    try:
+        name = (root / CURRENT).read_text(encoding="utf-8").strip()
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise IndexingError(f"index {root}: cannot read {CURRENT} ({exc.strerror})") from None
+    if not name.startswith("v-") or "/" in name:
+        raise IndexingError(f"index {root}: {CURRENT} is damaged; rebuild with `rag index --rebuild`")
+    return root / name
+
+
+def exists(root: Path) -> bool:
+    return (root / CURRENT).is_file()
+
+
+def read_manifest(root: Path) -> Manifest | None:
+    version = _read_current(root)
+    if version is None:
+        return None
+    try:
+        data = json.loads((version / "manifest.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise IndexingError(
+            f"index {root}: manifest unreadable ({exc}); rebuild with `rag index --rebuild`"
+        ) from None
+    if data.get("format_version") != FORMAT_VERSION:
+        raise IndexingError(
+            f"index {root}: format version {data.get('format_version')} is not "
+            f"{FORMAT_VERSION}; rebuild with `rag index --rebuild`"
+        )
+    return Manifest.from_dict(data)
+
+
+def load(root: Path, *, mmap: bool = False) -> IndexVersion:
+    """Load the live version; says exactly what is missing or inconsistent."""
+    import faiss
+
+    manifest = read_manifest(root)
+    if manifest is None:
+        raise IndexingError(f"no index at {root}: build it with `rag index DOCS_DIR --index {root}`")
+    version = _read_current(root)
+    assert version is not None
+    try:
+        with open(version / "chunks.jsonl", encoding="utf-8") as fh:
+            chunks = [Chunk.from_dict(json.loads(line)) for line in fh if line.strip()]
+        flags = faiss.IO_FLAG_MMAP | faiss.IO_FLAG_READ_ONLY if mmap else 0
+        vectors = faiss.read_index(str(version / "vectors.faiss"), flags)
+    except (OSError, ValueError, KeyError, RuntimeError) as exc:
+        raise IndexingError(
+            f"index {root}: cannot load {version.name} ({exc}); rebuild with `rag index --rebuild`"
+        ) from None
+    if vectors.ntotal != len(chunks) or vectors.d != manifest.dimension:
+        raise IndexingError(
+            f"index {root}: {vectors.ntotal} vectors for {len(chunks)} chunks; "
+            "rebuild with `rag index --rebuild`"
+        )
+    return IndexVersion(version, manifest, chunks, vectors)
+
+
+@contextmanager
+def writer_lock(root: Path) -> Iterator[None]:
+    """One writer per index folder; the kernel drops the lock if the writer dies."""
+    root.mkdir(parents=True, exist_ok=True)
+    fh = open(root / LOCK, "a+")
+    try:
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise IndexingError(f"index {root} is being written by another process") from None
+        yield
+    finally:
+        fh.close()
+
+
+def write_version(
+    root: Path, manifest: Manifest, chunks: Sequence[Chunk], vectors: Any, lexical: Any
+) -> Path:
+    """Write a complete version folder, then make it live with one atomic rename."""
+    import faiss
+
+    name = f"v-{time.time_ns():020d}-{uuid.uuid4().hex[:6]}"  # sorts by creation time
+    tmp = root / f".tmp-{name}"
+    tmp.mkdir(parents=True)
+    manifest.created = time.time()
+    body = "".join(json.dumps(c.to_dict(), ensure_ascii=False) + "\n" for c in chunks)
+    _write_file(tmp / "chunks.jsonl", body.encode("utf-8"))
+    faiss.write_index(vectors, str(tmp / "vectors.faiss"))
+    lexical.save(tmp / "lexical")
+    _crash_point("after_vectors")
+    _write_file(tmp / "manifest.json", manifest.to_json().encode("utf-8"))
+    for path in tmp.rglob("*"):
+        if path.is_file():
+            with open(path, "rb") as fh:
+                os.fsync(fh.fileno())
+    _fsync_dir(tmp)
+    final = root / name
+    os.rename(tmp, final)
+    _fsync_dir(root)
+    _crash_point("before_swap")
+    _write_file(root / f".{CURRENT}.tmp", name.encode("utf-8"))
+    os.replace(root / f".{CURRENT}.tmp", root / CURRENT)
+    _fsync_dir(root)
+    _crash_point("after_swap")
+    _collect_garbage(root, keep=name)
+    return final
+
+
+def _collect_garbage(root: Path, keep: str) -> None:
+    """Drop unfinished temp folders and all but the newest KEEP_VERSIONS versions."""
+    for tmp in root.glob(".tmp-v-*"):
+        shutil.rmtree(tmp, ignore_errors=True)
+    versions = sorted((p for p in root.glob("v-*") if p.is_dir()), key=lambda p: p.name)
+    old = [p for p in versions if p.name != keep][: max(0, len(versions) - KEEP_VERSIONS)]
+    for path in old:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def new_vector_index(dimension: int, kind: str, hnsw_m: int = 32, ef_construction: int = 200) -> Any:
+    """An empty id-keyed FAISS index (inner product over normalised vectors = cosine)."""
+    import faiss
+
+    if kind == "hnsw":
+        inner = faiss.IndexHNSWFlat(dimension, hnsw_m, faiss.METRIC_INNER_PRODUCT)
+        inner.hnsw.efConstruction = ef_construction
+    else:
+        inner = faiss.IndexFlatIP(dimension)
+    return faiss.IndexIDMap2(inner)
+
+
+def reconstruct(vectors: Any, ids: Sequence[int]) -> np.ndarray:
+    """Stored vectors for these FAISS ids (used to reuse embeddings without recomputing)."""
+    if not ids:
+        return np.zeros((0, vectors.d), dtype=np.float32)
+    return np.vstack([vectors.reconstruct(int(i)) for i in ids]).astype(np.float32)
