@@ -1,0 +1,195 @@
+"""Verifier: map the model's labels back to real places, and check statements against them.
+
+The model only ever writes labels (``E2``). Here, in code, each label must equal exactly
+one label that was shown; it is then mapped to the path, lines, chunk id and heading of
+that Evidence. Whether a statement is supported is a deterministic word-overlap score,
+so the same answer always verifies the same way.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections.abc import Sequence
+
+from rag.errors import CitationError
+from rag.records import Citation, Evidence, Statement
+
+_LABEL_SHAPE = re.compile(r"E([1-9][0-9]*)")
+
+
+def _describe_labels(evidence: Sequence[Evidence]) -> str:
+    """'E1-E4' for the usual contiguous labels, else a comma list ('none' when empty)."""
+    labels = [ev.label for ev in evidence]
+    if not labels:
+        return "none"
+    numbers = [int(m.group(1)) if (m := _LABEL_SHAPE.fullmatch(lb)) else -1 for lb in labels]
+    if len(labels) > 1 and numbers == list(range(1, len(labels) + 1)):
+        return f"{labels[0]}-{labels[-1]}"
+    return ", ".join(labels)
+
+
+def _quote(label: object) -> str:
+    text = repr(label)  # repr keeps the message on one line whatever the model sent
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def verify_citations(
+    labels: Sequence[str],
+    evidence: Sequence[Evidence],
+    *,
+    allowed_groups: frozenset[str] | None = None,
+) -> list[Citation]:
+    """Map each label to a Citation; any label that was not shown raises CitationError.
+
+    Matching is exact: ``e2``, `` E2``, ``E02`` are not ``E2``. Repeated labels collapse
+    to one citation, first occurrence first. With ``allowed_groups`` (None = no check) a
+    label whose chunk is restricted to other groups raises too, so a citation the user
+    may not see can never reach them.
+    """
+    by_label = {ev.label: ev for ev in evidence}
+    citations: list[Citation] = []
+    done: set[str] = set()
+    for label in labels:
+        ev = by_label.get(label) if isinstance(label, str) else None
+        if ev is None:
+            raise CitationError(
+                f"unknown evidence label {_quote(label)} (shown: {_describe_labels(evidence)})"
+            )
+        if label in done:
+            continue
+        done.add(label)
+        chunk = ev.chunk
+        if allowed_groups is not None and chunk.visibility and allowed_groups.isdisjoint(
+            chunk.visibility
+        ):
+            # The path is not named: the user is not allowed to learn it.
+            raise CitationError(f"evidence label {_quote(label)} points to a source you may not see")
+        citations.append(
+            Citation(
+                label=label,
+                source_path=chunk.source_path,
+                chunk_id=chunk.chunk_id,
+                start_line=chunk.start_line,
+                end_line=chunk.end_line,
+                heading=chunk.heading,
+            )
+        )
+    return citations
+
+
+# Function words and answer boilerplate: they match anything, so they prove nothing.
+_STOPWORD_TEXT = """
+a about above after again against all also am an and any are as at be because been before
+being below between both but by can cannot could did do does doing done down during each
+either else etc even ever every few for from further get gets got had has have having he
+her here hers herself him himself his how however i if in into is it its itself just let
+like may me might more most must my myself neither no nor not now of off often on once
+only or other others otherwise our ours ourselves out over own per rather same shall
+she should since so some such than that the their theirs them themselves then there
+therefore these they this those through thus to too under until up upon us use used uses
+using very via was we were what when where whether which while who whom whose why will
+with within without would yes yet you your yours yourself yourselves
+don doesn didn isn aren wasn weren won wouldn shouldn couldn hasn haven hadn ll ve re
+"""
+STOPWORDS = frozenset(_STOPWORD_TEXT.split())
+
+# A word, or a code identifier / number kept whole: max_tokens, app.get, 8080, v1.2.3.
+_TOKEN = re.compile(r"[^\W_](?:[\w.\-/:]*[^\W_])?|_\w+")
+_PARTS = re.compile(r"[^\W_]+")
+_POSSESSIVE = re.compile(r"'s\b")
+
+
+def _normalise(word: str) -> str:
+    """Fold plurals (and a final 'e', so cache/caches/match/matches pair up).
+
+    Numbers and code identifiers (anything not purely alphabetic) are kept as they are.
+    """
+    if not word.isalpha() or len(word) <= 3:
+        return word
+    if word.endswith("ies") and len(word) > 4:
+        return word[:-3] + "y"
+    if word.endswith(("sses", "shes", "ches", "xes")):
+        word = word[:-2]
+    elif word.endswith("s") and not word.endswith(("ss", "us", "is")):
+        word = word[:-1]
+    if len(word) > 3 and word.endswith("e") and not word.endswith("ee"):
+        word = word[:-1]
+    return word
+
+
+def _tokens(text: str) -> list[str]:
+    text = unicodedata.normalize("NFKC", text).casefold().replace("\u2019", "'")
+    return _TOKEN.findall(_POSSESSIVE.sub("", text))
+
+
+def _words(text: str) -> list[str]:
+    return [_normalise(t) for t in _tokens(text)]
+
+
+def _content_words(text: str) -> set[str]:
+    # Stopwords are matched before stemming: stemmed, "does" or "those" would slip through.
+    return {
+        _normalise(t)
+        for t in _tokens(text)
+        if t not in STOPWORDS and (len(t) > 1 or t.isdigit())
+    }
+
+
+def _vocabulary(cited: Sequence[Evidence]) -> set[str]:
+    vocab: set[str] = set()
+    for ev in cited:
+        for word in _words(f"{ev.chunk.heading or ''}\n{ev.chunk.text}"):
+            vocab.add(word)
+            vocab.update(_normalise(p) for p in _PARTS.findall(word))
+    return vocab
+
+
+def _found(word: str, vocab: set[str]) -> bool:
+    if word in vocab:
+        return True
+    # "fastapi-cli" in a statement, "fastapi cli" in the docs: all parts present counts.
+    parts = [_normalise(p) for p in _PARTS.findall(word)]
+    return len(parts) > 1 and all(p in vocab for p in parts)
+
+
+def support_score(statement: str, cited: Sequence[Evidence]) -> float:
+    """Share of the statement's content words that occur in the cited evidence.
+
+    Content words are lowercased words minus stopwords, plurals folded (``ports`` ->
+    ``port``), numbers and code identifiers kept whole. The evidence side includes
+    headings. 0.0 when nothing is cited or the statement has no content words.
+    """
+    words = _content_words(statement)
+    if not cited or not words:
+        return 0.0
+    vocab = _vocabulary(cited)
+    return sum(_found(w, vocab) for w in words) / len(words)
+
+
+def check_support(
+    statements: Sequence[tuple[str, Sequence[str]]],
+    evidence: Sequence[Evidence],
+    *,
+    threshold: float,
+    allowed_groups: frozenset[str] | None = None,
+) -> list[Statement]:
+    """Verify every statement's labels and score it against exactly the evidence it cites.
+
+    A statement is supported when it cites something and its score reaches ``threshold``.
+    Unknown or forbidden labels raise CitationError (see verify_citations).
+    """
+    by_label = {ev.label: ev for ev in evidence}
+    out: list[Statement] = []
+    for text, labels in statements:
+        citations = verify_citations(labels, evidence, allowed_groups=allowed_groups)
+        score = support_score(text, [by_label[c.label] for c in citations])
+        out.append(
+            Statement(
+                text=text,
+                citations=tuple(citations),
+                supported=bool(citations) and score >= threshold,
+                support_score=score,
+            )
+        )
+    return out
