@@ -146,6 +146,34 @@ def ask(
     raise typer.Exit(EXIT_INSUFFICIENT if result.insufficient_evidence else EXIT_ANSWERED)
 
 
+@app.command("eval")
+@clean_errors
+def eval_cmd(
+    eval_file: Annotated[Path, typer.Argument(help="Eval cases, JSON Lines.")],
+    docs: Annotated[Path | None, typer.Option("--docs", help="Docs root [default: docs.root].")]
+    = None,
+    index: Annotated[Path | None, typer.Option(
+        "--index", help="Index folder [default: indexes/eval-<docs>-<hash>].")] = None,
+    config: ConfigOpt = None,
+    generator: Annotated[
+        str | None, typer.Option("--generator", help="local, openai or extractive.")
+    ] = None,
+    out: Annotated[Path | None, typer.Option(
+        "--out", help="Report path [default: reports/eval-<generator>.json].")] = None,
+    limit: Annotated[int | None, typer.Option("--limit", help="Only the first N cases.")] = None,
+    baseline: Annotated[Path | None, typer.Option(
+        "--baseline", help="Fail when a metric falls below this report's.")] = None,
+    tolerance: Annotated[float, typer.Option("--tolerance", help="Allowed drop.")] = 0.02,
+) -> None:
+    """Run the answer evaluation; write a JSON report and a chart, print a summary."""
+    from rag.eval_run import run_eval_command
+
+    code = run_eval_command(eval_file, docs=docs, index=index, settings=_settings(config),
+                            generator=generator, out=out, limit=limit, baseline=baseline,
+                            tolerance=tolerance)
+    raise typer.Exit(code)
+
+
 @app.command("serve-model")
 @clean_errors
 def serve_model(

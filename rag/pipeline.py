@@ -7,7 +7,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from rag.config import Settings
-from rag.errors import CitationError, GenerationError
+from rag.errors import CitationError
 from rag.indexing import IndexReport
 from rag.records import Answer, Citation, Evidence, Statement
 from rag.retrieval import Retriever
@@ -54,75 +54,110 @@ def open_retriever(index_root: Path, settings: Settings) -> Retriever:
                      settings.index)
 
 
-def answer_question(
-    question: str,
-    index_root: Path,
-    settings: Settings,
-    *,
-    generator: str | None = None,
-    mode: str | None = None,
-    groups: Iterable[str] = (),
-    retriever: Retriever | None = None,
-) -> Answer:
-    """The whole pipeline; only verified, supported statements reach the Answer."""
-    from rag.evidence import select_evidence, token_counter
-    from rag.generation import make_generator
+class Pipeline:
+    """Retriever, tokenizer and generator built once, for many questions (CLI, eval, server).
 
-    groups = frozenset(groups)
-    timings: dict[str, float] = {}
-    t0 = time.perf_counter()
-    retriever = retriever or open_retriever(index_root, settings)
-    hits = retriever.search(question, mode=mode, groups=groups)
-    timings["retrieve"] = time.perf_counter() - t0
+    Use as a context manager: a local model server it started is stopped on exit.
+    """
 
-    t0 = time.perf_counter()
-    count = token_counter(settings.evidence.encoding)
-    gen_settings = settings.generation
-    budget = (gen_settings.context_tokens - gen_settings.max_tokens
-              - settings.evidence.instruction_reserve - count(question))
-    selection = select_evidence(hits, budget_tokens=max(budget, 0),
-                                max_per_source=settings.evidence.max_per_source,
-                                count_tokens=count)
-    evidence = selection.evidence
-    timings["evidence"] = time.perf_counter() - t0
-    name = generator or gen_settings.generator
-    base = dict(question=question, evidence=evidence, excluded=selection.excluded,
-                generator=name, timings=timings)
-    if not evidence:
-        return Answer(answer=INSUFFICIENT, statements=(), citations=(),
-                      insufficient_evidence=True, **base)
+    def __init__(self, index_root: Path, settings: Settings, *, generator: str | None = None,
+                 retriever: Retriever | None = None) -> None:
+        from rag.evidence import token_counter
 
-    t0 = time.perf_counter()
-    gen = make_generator(settings, name)
-    try:
-        result = gen.generate(question, evidence)
-    finally:
-        close = getattr(gen, "close", None)
+        self.settings = settings
+        self.retriever = retriever or open_retriever(index_root, settings)
+        self.count = token_counter(settings.evidence.encoding)
+        self.generator_name = generator or settings.generation.generator
+        self._generator: object | None = None
+
+    def __enter__(self) -> Pipeline:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        close = getattr(self._generator, "close", None)
+        self._generator = None
         if close is not None:
             close()
-    timings["generate"] = time.perf_counter() - t0
-    tokens = {"prompt": result.prompt_tokens, "completion": result.completion_tokens}
 
-    t0 = time.perf_counter()
-    statements, fallback = _verified(result.answer, evidence, settings, groups, question, name)
-    timings["verify"] = time.perf_counter() - t0
-    supported = tuple(s for s in statements if s.supported)
-    unsupported = tuple(s for s in statements if not s.supported)
-    shown_unsupported = unsupported if settings.verification.unsupported == "mark" else ()
-    if not supported:
-        return Answer(answer=INSUFFICIENT, statements=(), citations=(),
-                      insufficient_evidence=True, unsupported=shown_unsupported,
-                      extractive_fallback=fallback, tokens=tokens, **base)
-    return Answer(
-        answer=" ".join(s.text for s in supported),
-        statements=supported,
-        citations=_unique(c for s in supported for c in s.citations),
-        insufficient_evidence=False,
-        unsupported=shown_unsupported,
-        extractive_fallback=fallback,
-        tokens=tokens,
-        **base,
-    )
+    def generator(self) -> object:
+        """Built on first use, so retrieval-only work never starts a model."""
+        if self._generator is None:
+            from rag.generation import make_generator
+
+            self._generator = make_generator(self.settings, self.generator_name)
+        return self._generator
+
+    def select(self, question: str, hits: list[object], groups: frozenset[str]) -> object:
+        from rag.evidence import select_evidence
+
+        gen = self.settings.generation
+        budget = (gen.context_tokens - gen.max_tokens
+                  - self.settings.evidence.instruction_reserve - self.count(question))
+        return select_evidence(hits, budget_tokens=max(budget, 0),  # type: ignore[arg-type]
+                               max_per_source=self.settings.evidence.max_per_source,
+                               count_tokens=self.count, allowed_groups=groups)
+
+    def ask(self, question: str, *, mode: str | None = None,
+            groups: Iterable[str] = ()) -> Answer:
+        """The whole pipeline; only verified, supported statements reach the Answer."""
+        groups = frozenset(groups)
+        timings: dict[str, float] = {}
+        t0 = time.perf_counter()
+        hits = self.retriever.search(question, mode=mode, groups=groups)
+        timings["retrieve"] = time.perf_counter() - t0
+
+        t0 = time.perf_counter()
+        selection = self.select(question, hits, groups)
+        evidence = selection.evidence  # type: ignore[attr-defined]
+        timings["evidence"] = time.perf_counter() - t0
+        name = self.generator_name
+        base = dict(question=question, evidence=evidence,
+                    excluded=selection.excluded,  # type: ignore[attr-defined]
+                    generator=name, timings=timings, hits=tuple(hits))
+        if not evidence:
+            return Answer(answer=INSUFFICIENT, statements=(), citations=(),
+                          insufficient_evidence=True, **base)
+
+        t0 = time.perf_counter()
+        result = self.generator().generate(question, evidence)  # type: ignore[attr-defined]
+        timings["generate"] = time.perf_counter() - t0
+        tokens = {"prompt": result.prompt_tokens, "completion": result.completion_tokens}
+        labels = [label for s in result.answer.statements for label in s.evidence]
+        shown = {e.label for e in evidence}
+        checks = {"labels_cited": len(labels),
+                  "labels_verified": sum(label in shown for label in labels)}
+
+        t0 = time.perf_counter()
+        statements, fallback = _verified(result.answer, evidence, self.settings, groups,
+                                         question, name)
+        timings["verify"] = time.perf_counter() - t0
+        supported = tuple(s for s in statements if s.supported)
+        unsupported = tuple(s for s in statements if not s.supported)
+        shown_unsupported = unsupported if self.settings.verification.unsupported == "mark" else ()
+        common = dict(unsupported=shown_unsupported, extractive_fallback=fallback,
+                      tokens=tokens, label_checks=checks, **base)
+        if not supported:
+            return Answer(answer=INSUFFICIENT, statements=(), citations=(),
+                          insufficient_evidence=True, **common)
+        return Answer(
+            answer=" ".join(s.text for s in supported),
+            statements=supported,
+            citations=_unique(c for s in supported for c in s.citations),
+            insufficient_evidence=False,
+            **common,
+        )
+
+
+def answer_question(
+    question: str, index_root: Path, settings: Settings, *, generator: str | None = None,
+    mode: str | None = None, groups: Iterable[str] = (),
+) -> Answer:
+    """One question, one pipeline (`rag ask`)."""
+    with Pipeline(index_root, settings, generator=generator) as pipeline:
+        return pipeline.ask(question, mode=mode, groups=groups)
 
 
 def _verified(

@@ -128,6 +128,8 @@ class Answer:
     unsupported: tuple[Statement, ...] = ()  # shown only when config says "mark"
     timings: dict[str, float] = field(default_factory=dict)  # seconds per stage
     tokens: dict[str, int] = field(default_factory=dict)  # prompt / completion
+    label_checks: dict[str, int] = field(default_factory=dict)  # labels cited / verified
+    hits: tuple[SearchHit, ...] = ()  # what retrieval returned, before evidence selection
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -143,4 +145,5 @@ class Answer:
             "unsupported": [s.to_dict() for s in self.unsupported],
             "timings": self.timings,
             "tokens": self.tokens,
+            "label_checks": self.label_checks,
         }

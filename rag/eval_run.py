@@ -1,0 +1,141 @@
+"""`rag eval`: index the docs if needed, run every case, print a table, write report + chart."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+from rag.config import Settings
+from rag.errors import ConfigError
+from rag.evaluation import (GATED, CaseResult, compare, default_index_for, load_cases,
+                            run_eval)
+
+TABLE_METRICS = ("hit@1", "hit@3", "hit@5", "mrr", "evidence_hit", "citation_validity",
+                 "citation_precision", "citation_recall", "must_include", "abstention",
+                 "false_abstention", "injection_repeated")
+EXIT_REGRESSION = 10
+
+
+def run_eval_command(
+    eval_file: Path, *, docs: Path | None, index: Path | None, settings: Settings,
+    generator: str | None, out: Path | None, limit: int | None, baseline: Path | None,
+    tolerance: float,
+) -> int:
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
+
+    from rag.pipeline import Pipeline, run_index
+
+    console = Console(stderr=True)
+    cases = load_cases(eval_file)[:limit] if limit else load_cases(eval_file)
+    docs = docs or Path(settings.docs.root)
+    if not docs.is_dir():
+        raise ConfigError(f"docs folder {docs} does not exist")
+    before = _read_report(baseline) if baseline else None
+    index = index or default_index_for(docs)
+    report = run_index(docs, index, settings, show_progress=True)
+    for warning in report.warnings:
+        console.print(f"warning: {warning}", markup=False)
+    name = generator or settings.generation.generator
+    started = time.perf_counter()
+    with Pipeline(index, settings, generator=name) as pipeline, Progress(
+        "eval", BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
+        console=console, transient=True,
+    ) as bar:
+        task = bar.add_task("cases", total=len(cases))
+
+        def done(_: CaseResult) -> None:
+            bar.advance(task)
+
+        result = run_eval(cases, docs,
+                          lambda c: pipeline.ask(c.question, groups=c.groups), on_case=done)
+    result.update(generator=name, eval_file=str(eval_file), docs=str(docs),
+                  seconds=round(time.perf_counter() - started, 2))
+    out = out or Path("reports") / f"eval-{name}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=1), encoding="utf-8")
+    chart = write_chart(out.parent)
+    _print_table(result, out, chart)
+    for path in result["missing_sources"]:
+        console.print(f"warning: expected source {path} is not in {docs}", markup=False)
+    errors = [c for c in result["cases"] if c["error"]]
+    for case in errors[:5]:
+        console.print(f"warning: case {case['id']}: {case['error']}", markup=False)
+    if before is not None:
+        regressions = compare(result, before, tolerance)
+        for line in regressions:
+            console.print(f"regression: {line}", markup=False)
+        if regressions:
+            return EXIT_REGRESSION
+    return 0
+
+
+def _read_report(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"baseline {path}: cannot read a report ({exc})") from None
+    if not isinstance(data, dict) or "overall" not in data:
+        raise ConfigError(f"baseline {path}: not an eval report")
+    return data
+
+
+def _print_table(result: dict[str, Any], out: Path, chart: Path | None) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    overall = result["overall"]
+    table = Table(title=f"eval: {overall['cases']} cases, generator {result['generator']}")
+    table.add_column("metric")
+    table.add_column("value", justify="right")
+    for name in TABLE_METRICS:
+        value = overall.get(name)
+        if value is not None:
+            arrow = "" if name not in GATED else (" (higher is better)" if GATED[name]
+                                                  else " (lower is better)")
+            table.add_row(name + arrow, f"{value:.3f}")
+    for stage, lat in overall["latency_ms"].items():
+        table.add_row(f"latency {stage} p50 / p95 (ms)", f"{lat['p50']:.1f} / {lat['p95']:.1f}")
+    table.add_row("prompt / completion tokens",
+                  f"{overall['tokens']['prompt']} / {overall['tokens']['completion']}")
+    table.add_row("case errors", str(overall["errors"]))
+    console = Console()
+    console.print(table)
+    console.print(f"report: {out}" + (f"\nchart: {chart}" if chart else ""), markup=False)
+
+
+def write_chart(folder: Path) -> Path | None:
+    """A bar chart of the main metrics, one bar group per generator report in the folder."""
+    reports = {}
+    for path in sorted(folder.glob("eval-*.json")):
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+            reports[data["generator"]] = data["overall"]
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+    if not reports:
+        return None
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    metrics = [m for m in TABLE_METRICS if any(r.get(m) is not None for r in reports.values())]
+    fig, ax = plt.subplots(figsize=(max(8, len(metrics) * 0.9), 4.5))
+    width = 0.8 / len(reports)
+    for i, (name, overall) in enumerate(reports.items()):
+        xs = [j + i * width for j in range(len(metrics))]
+        ax.bar(xs, [overall.get(m) or 0 for m in metrics], width, label=name)
+    ax.set_xticks([j + 0.4 - width / 2 for j in range(len(metrics))])
+    ax.set_xticklabels(metrics, rotation=35, ha="right")
+    ax.set_ylim(0, 1.05)
+    ax.set_ylabel("share of cases")
+    ax.set_title("Answer eval by generator")
+    ax.legend()
+    fig.tight_layout()
+    path = folder / "eval.png"
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path
