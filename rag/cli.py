@@ -134,15 +134,16 @@ def ask(
 ) -> None:
     """Answer from the docs, with verified `path:start-end` citations."""
     from rag.errors import EXIT_ANSWERED, EXIT_INSUFFICIENT
-    from rag.pipeline import answer_question, render_answer
+    from rag.pipeline import Pipeline, render_answer
 
     settings = _settings(config)
-    result = answer_question(question, index, settings, generator=generator, mode=mode,
-                             groups=_groups(groups))
+    with Pipeline(index, settings, generator=generator) as pipeline:
+        result = pipeline.ask(question, mode=mode, groups=_groups(groups))
+        docs_root = Path(pipeline.retriever.index.manifest.docs_root)
     if json_out:
         typer.echo(json.dumps(result.to_dict(), ensure_ascii=False))
     else:
-        typer.echo(render_answer(result))
+        typer.echo(render_answer(result, docs_root))
     raise typer.Exit(EXIT_INSUFFICIENT if result.insufficient_evidence else EXIT_ANSWERED)
 
 
@@ -188,6 +189,27 @@ def serve_model(
     typer.echo(f"serving {Path(model).name} on 127.0.0.1:{port or gen.local_port} (Ctrl-C stops)",
                err=True)
     serve_forever(model, port or gen.local_port, gen.context_tokens)
+
+
+@app.command()
+@clean_errors
+def serve(
+    index: IndexOpt = DEFAULT_INDEX,
+    config: ConfigOpt = None,
+    docs: Annotated[Path | None, typer.Option("--docs", help="Docs root [default: docs.root].")]
+    = None,
+    host: Annotated[str, typer.Option("--host", help="Address to listen on.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option("--port", help="Port to listen on.")] = 8000,
+    generator: Annotated[
+        str | None, typer.Option("--generator", help="local, openai or extractive.")
+    ] = None,
+) -> None:
+    """HTTP API and web page: ask from a browser, click a citation, see the cited lines."""
+    from rag.server import serve as run_server
+
+    settings = _settings(config)
+    run_server(index=index, settings=settings, docs=Path(docs or settings.docs.root),
+               host=host, port=port, generator=generator)
 
 
 def main() -> None:

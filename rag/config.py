@@ -121,6 +121,12 @@ class VerificationSettings(_Section):
     unsupported: Literal["drop", "mark"] = Field(
         "drop", description="drop unsupported statements, or show them marked unsupported."
     )
+    min_question_coverage: float = Field(
+        0.45, ge=0, le=1,
+        description="Answer only when one evidence chunk holds at least this share of the "
+        "question's content words; otherwise report insufficient evidence without asking "
+        "the model. Tuned on corpus/eval.jsonl; 0 turns the gate off.",
+    )
     extractive_fallback: bool = Field(
         True, description="When the model's answer fails verification, answer extractively."
     )

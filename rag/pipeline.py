@@ -12,6 +12,7 @@ from rag.indexing import IndexReport
 from rag.records import Answer, Citation, Evidence, Statement
 from rag.retrieval import Retriever
 
+MAX_QUOTED = 8  # lines quoted per citation in plain-text output
 INSUFFICIENT = "Insufficient evidence: the docs shown do not answer this question."
 
 
@@ -117,7 +118,8 @@ class Pipeline:
         base = dict(question=question, evidence=evidence,
                     excluded=selection.excluded,  # type: ignore[attr-defined]
                     generator=name, timings=timings, hits=tuple(hits))
-        if not evidence:
+        if not evidence or _coverage(question, evidence) < (
+                self.settings.verification.min_question_coverage):
             return Answer(answer=INSUFFICIENT, statements=(), citations=(),
                           insufficient_evidence=True, **base)
 
@@ -158,6 +160,13 @@ def answer_question(
     """One question, one pipeline (`rag ask`)."""
     with Pipeline(index_root, settings, generator=generator) as pipeline:
         return pipeline.ask(question, mode=mode, groups=groups)
+
+
+def _coverage(question: str, evidence: tuple[Evidence, ...]) -> float:
+    """Best share of the question's content words that one evidence chunk holds."""
+    from rag.verification import support_score
+
+    return max(support_score(question, [e]) for e in evidence)
 
 
 def _verified(
@@ -201,7 +210,10 @@ def _unique(citations: Iterable[Citation]) -> tuple[Citation, ...]:
 
 
 def render_answer(answer: Answer, docs_root: Path | None = None) -> str:
-    """Plain text: the answer, then each citation as path:start-end (heading) with its lines."""
+    """Plain text: the answer, then each citation as path:start-end (heading) with its lines
+    quoted from the file (checked against the file as it is now)."""
+    from rag.verification import quote_lines
+
     lines: list[str] = []
     if answer.extractive_fallback:
         lines.append("[extractive answer: the model's answer failed verification]")
@@ -218,11 +230,16 @@ def render_answer(answer: Answer, docs_root: Path | None = None) -> str:
     for c in answer.citations:
         lines.append(f"  [{c.label}] {c.source_path}:{c.start_line}-{c.end_line} "
                      f"({c.heading or '-'})")
-        text = by_label[c.label].chunk.text
-        quoted = text.splitlines()[:6]
-        lines.extend(f"    {c.start_line + i:>5} | {line}" for i, line in enumerate(quoted))
-        if len(text.splitlines()) > len(quoted):
-            lines.append("          | ...")
+        quoted = None
+        if docs_root is not None:
+            quoted = quote_lines(docs_root, c.source_path, c.start_line, c.end_line,
+                                 by_label[c.label].chunk.text)
+        if quoted is None:
+            lines.append("        (the file changed since indexing: run `rag index`)")
+            continue
+        lines.extend(f"    {n:>5} | {text}" for n, text in quoted[:MAX_QUOTED])
+        if len(quoted) > MAX_QUOTED:
+            lines.append(f"          | ... ({len(quoted) - MAX_QUOTED} more lines)")
     if any(reason == "budget" for _, reason in answer.excluded):
         lines.append("\n(some evidence was left out to fit the model's context)")
     return "\n".join(lines)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 import unicodedata
 from collections.abc import Sequence
+from pathlib import Path
 
 from rag.errors import CitationError
 from rag.records import Citation, Evidence, Statement
@@ -193,3 +194,23 @@ def check_support(
             )
         )
     return out
+
+
+def quote_lines(docs_root: Path, source_path: str, start: int, end: int,
+                expected: str) -> list[tuple[int, str]] | None:
+    """The cited lines as the file holds them now, or None when the file no longer matches.
+
+    Citations are checked against the index; this second check against the file itself
+    means a stale index can never make `rag ask` quote lines that are not there.
+    """
+    from rag.chunking import parse_document
+
+    path = docs_root / source_path
+    try:
+        lines = parse_document(path.read_bytes().decode("utf-8-sig")).lines
+    except (OSError, UnicodeDecodeError):
+        return None
+    cited = lines[start - 1:end]
+    if start < 1 or "\n".join(cited) != expected:
+        return None
+    return list(enumerate(cited, start=start))
