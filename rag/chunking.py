@@ -137,7 +137,10 @@ def chunk_id_for(path: str, text: str, occurrence: int) -> str:
 
 def visibility_from_front_matter(fm: dict[str, Any]) -> tuple[str, ...]:
     """Groups named by ``visibility:`` (a list, or a string, comma-separated allowed)."""
-    value = fm.get("visibility") if isinstance(fm, dict) else None
+    if not isinstance(fm, dict):
+        return ()
+    # Keys are matched case-insensitively: `Visibility:` must not make a file public.
+    value = next((v for k, v in fm.items() if str(k).strip().lower() == "visibility"), None)
     if isinstance(value, str):
         items: list[Any] = value.split(",")
     elif isinstance(value, list | tuple):

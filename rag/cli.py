@@ -62,6 +62,12 @@ def _groups(value: str) -> frozenset[str]:
     return frozenset(g.strip() for g in value.split(",") if g.strip())
 
 
+def _index_path(index: Path) -> Path:
+    from rag.paths import check_index_path
+
+    return check_index_path(index)
+
+
 def _settings(config: Path | None) -> Any:
     from rag.config import load_settings
 
@@ -81,7 +87,7 @@ def index(
     from rag.pipeline import run_index
 
     settings = _settings(config)
-    report = run_index(Path(docs_dir or settings.docs.root), index, settings,
+    report = run_index(Path(docs_dir or settings.docs.root), _index_path(index), settings,
                        rebuild=rebuild, show_progress=not json_out)
     for warning in report.warnings:
         typer.echo(f"warning: {warning}", err=True)
@@ -105,7 +111,7 @@ def search(
     """Search Hits only, no model."""
     from rag.pipeline import open_retriever
 
-    retriever = open_retriever(index, _settings(config))
+    retriever = open_retriever(_index_path(index), _settings(config))
     hits = retriever.search(query, k=k, mode=mode, groups=_groups(groups))
     for hit in hits:
         if json_out:
@@ -137,7 +143,7 @@ def ask(
     from rag.pipeline import Pipeline, render_answer
 
     settings = _settings(config)
-    with Pipeline(index, settings, generator=generator) as pipeline:
+    with Pipeline(_index_path(index), settings, generator=generator) as pipeline:
         result = pipeline.ask(question, mode=mode, groups=_groups(groups))
         docs_root = Path(pipeline.retriever.index.manifest.docs_root)
     if json_out:
@@ -169,7 +175,8 @@ def eval_cmd(
     """Run the answer evaluation; write a JSON report and a chart, print a summary."""
     from rag.eval_run import run_eval_command
 
-    code = run_eval_command(eval_file, docs=docs, index=index, settings=_settings(config),
+    code = run_eval_command(eval_file, docs=docs, index=index and _index_path(index),
+                            settings=_settings(config),
                             generator=generator, out=out, limit=limit, baseline=baseline,
                             tolerance=tolerance)
     raise typer.Exit(code)
@@ -208,7 +215,7 @@ def serve(
     from rag.server import serve as run_server
 
     settings = _settings(config)
-    run_server(index=index, settings=settings, docs=Path(docs or settings.docs.root),
+    run_server(index=_index_path(index), settings=settings, docs=Path(docs or settings.docs.root),
                host=host, port=port, generator=generator)
 
 

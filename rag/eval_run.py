@@ -9,8 +9,7 @@ from typing import Any
 
 from rag.config import Settings
 from rag.errors import ConfigError
-from rag.evaluation import (GATED, CaseResult, compare, default_index_for, load_cases,
-                            run_eval)
+from rag.evaluation import GATED, CaseResult, compare, default_index_for, load_cases, run_eval
 
 TABLE_METRICS = ("hit@1", "hit@3", "hit@5", "mrr", "evidence_hit", "citation_validity",
                  "citation_precision", "citation_recall", "must_include", "abstention",

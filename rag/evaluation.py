@@ -7,12 +7,13 @@ import json
 import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from rag.errors import AccessError, ConfigError
+from rag.paths import check_relative
 from rag.records import Answer, Citation
 
 HIT_KS = (1, 3, 5)
@@ -39,14 +40,6 @@ class EvalCase(BaseModel):
     adversarial: bool = False
 
 
-def safe_relative(path: str) -> str:
-    """A docs-relative path, or AccessError for anything that could leave the docs root."""
-    posix = PurePosixPath(path.replace("\\", "/"))
-    if posix.is_absolute() or ".." in posix.parts or not posix.parts or path.strip() != path:
-        raise AccessError(f"path {path!r} is outside the docs folder")
-    return str(posix)
-
-
 def load_cases(path: Path) -> list[EvalCase]:
     """Parse a JSON Lines eval file; a malformed line is named by its number."""
     try:
@@ -70,8 +63,8 @@ def load_cases(path: Path) -> list[EvalCase]:
         if case.answerable and not case.expected_sources:
             raise ConfigError(f"{path}:{number}: an answerable case needs expected_sources")
         try:
-            case.expected_sources = [safe_relative(p) for p in case.expected_sources]
-            case.expected_lines = {safe_relative(p): r for p, r in case.expected_lines.items()}
+            case.expected_sources = [check_relative(p) for p in case.expected_sources]
+            case.expected_lines = {check_relative(p): r for p, r in case.expected_lines.items()}
         except AccessError as exc:
             raise AccessError(f"{path}:{number}: {exc}") from None
         cases.append(case)
@@ -97,6 +90,7 @@ class CaseResult:
     citations: list[str] = field(default_factory=list)
     timings: dict[str, float] = field(default_factory=dict)
     tokens: dict[str, int] = field(default_factory=dict)
+    extractive_fallback: bool = False
     error: str = ""
 
 
@@ -106,7 +100,8 @@ def score_case(case: EvalCase, answer: Answer) -> CaseResult:
                         answer=answer.answer, timings=dict(answer.timings),
                         tokens=dict(answer.tokens),
                         citations=[f"{c.source_path}:{c.start_line}-{c.end_line}"
-                                   for c in answer.citations])
+                                   for c in answer.citations],
+                        extractive_fallback=answer.extractive_fallback)
     m = result.metrics
     text = answer.answer.lower()
     cited, verified = answer.label_checks.get("labels_cited", 0), answer.label_checks.get(

@@ -98,9 +98,20 @@ def _skeleton(text: str, *, limit: int = -1, spaces: bool = True) -> tuple[str, 
     return "".join(chars), origin
 
 
+# Chat-template control tokens (ChatML, and the StarCoder-style ones SmolLM2 has). llama.cpp
+# tokenizes message content with special tokens enabled, so a document holding
+# "<|im_end|><|im_start|>system" would really end the user turn and open a system turn.
+_CONTROL_RE = re.compile(
+    r"<(?=\|[^\s<>|]{1,64}\|>)"
+    r"|<(?=/?(?:s|repo_?name|file_?sep|filename|gh_stars|issue_(?:start|comment|closed)"
+    r"|jupyter_(?:start|text|code|output|script)|empty_output)>)"
+)
+
+
 def _neutralise_tags(text: str) -> str:
     if not any(ch in _LT_CHARS for ch in text):  # fast path: ordinary text has no '<'
         return text
+    text = _CONTROL_RE.sub(LT_ESCAPE, text)
     skeleton, origin = _skeleton(text)
     hits = sorted({origin[m.start()] for m in _TAG_RE.finditer(skeleton)})
     if not hits:

@@ -21,7 +21,8 @@ from rag import store
 from rag.chunking import chunk_document, parse_document, source_id_for, visibility_from_front_matter
 from rag.config import Settings
 from rag.embedding import Embedder
-from rag.errors import IndexingError
+from rag.errors import AccessError, IndexingError
+from rag.paths import follow_link, real_relative
 from rag.records import Chunk
 
 Progress = Callable[[int, int], None]  # (chunks embedded so far, chunks to embed)
@@ -75,9 +76,6 @@ def walk_docs(root: Path, extensions: Sequence[str]) -> tuple[list[tuple[str, Pa
     seen_dirs: set[Path] = set()
     exts = tuple(e.lower() for e in extensions)
 
-    def inside(path: Path) -> bool:
-        return path == real_root or real_root in path.parents
-
     def visit(folder: Path, rel: str) -> None:
         real = folder.resolve()
         if real in seen_dirs:
@@ -96,17 +94,16 @@ def walk_docs(root: Path, extensions: Sequence[str]) -> tuple[list[tuple[str, Pa
             child = f"{rel}/{entry.name}" if rel else entry.name
             if entry.is_symlink():
                 try:
-                    target = path.resolve(strict=True)
-                except (OSError, RuntimeError):
-                    warnings.append(f"skipped {child}: broken symlink or symlink loop")
-                    continue
-                if not inside(target):
-                    warnings.append(f"skipped {child}: symlink points outside the docs folder")
+                    follow_link(path, real_root, child)
+                except AccessError as exc:
+                    warnings.append(f"skipped {exc}")
                     continue
             if entry.is_dir():
                 visit(path, child)
             elif entry.name.lower().endswith(exts):
-                found[child] = path
+                # Keyed by the real path: a file reached through links is one Source, and
+                # visibility patterns match where it really is, not where a link put it.
+                found.setdefault(real_relative(path, real_root), path.resolve())
 
     visit(root, "")
     return sorted(found.items()), warnings
@@ -219,6 +216,13 @@ def _chunk_files(
             report.unchanged.append(rel)
             continue
         parsed = parse_document(text)
+        head = "\n".join(parsed.lines[:parsed.body_start - 1])
+        if not parsed.front_matter and "visibility" in head.lower():
+            # Unparsable front matter that names visibility: indexing it would make a
+            # restricted file public, so leave it out until it is fixed.
+            report.warnings.append(f"skipped {rel}: front matter does not parse, and it sets "
+                                   "visibility")
+            continue
         front = list(visibility_from_front_matter(parsed.front_matter))
         visibility = visibility_for(rel, front, settings)
         new = chunk_document(

@@ -10,9 +10,7 @@ from pathlib import Path
 import numpy as np
 
 STOPWORDS = frozenset(
-    """a an and are as at be been but by can could do does for from has have how i if in into
-    is it its of on or should so than that the their then there these this to was were what
-    when where which while who why will with would you your""".split()
+    ["a", "an", "and", "are", "as", "at", "be", "been", "but", "by", "can", "could", "do", "does", "for", "from", "has", "have", "how", "i", "if", "in", "into", "is", "it", "its", "of", "on", "or", "should", "so", "than", "that", "the", "their", "then", "there", "these", "this", "to", "was", "were", "what", "when", "where", "which", "while", "who", "why", "will", "with", "would", "you", "your"]
 )
 _WORD = re.compile(r"[a-z0-9]+")
 

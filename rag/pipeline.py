@@ -27,8 +27,14 @@ def run_index(
     embedder = make_embedder(settings.embedding)
     if not show_progress:
         return build_index(docs_root, index_root, settings, embedder, rebuild=rebuild)
-    from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
-                               TimeElapsedColumn, TimeRemainingColumn)
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
 
     columns = (TextColumn("embedding"), BarColumn(), MofNCompleteColumn(),
                TextColumn("chunks {task.fields[rate]}"), TimeElapsedColumn(),

@@ -115,6 +115,6 @@ def test_model_endpoint_down_is_one_line(built: Path, monkeypatch):
     monkeypatch.setenv("RAG_GENERATION__BASE_URL", "http://127.0.0.1:9/v1")
     monkeypatch.setenv("RAG_GENERATION__RETRIES", "0")
     monkeypatch.setenv("RAG_VERIFICATION__MIN_QUESTION_COVERAGE", "0")
-    code, out, err = run("ask", "How do I serve static files?", "--index", str(built),
+    code, _, err = run("ask", "How do I serve static files?", "--index", str(built),
                          "--generator", "openai")
     assert code == 7 and "not reachable" in err and err.count("\n") == 1

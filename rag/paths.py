@@ -1,0 +1,88 @@
+"""Path rules: nothing is read or written outside the roots the user chose.
+
+The rules, in one place:
+
+- **Docs-relative paths** that come from files (an eval case's ``expected_sources``, a
+  citation a client asks to open) must stay under the docs root: no absolute path, no
+  ``..`` component, no surrounding spaces (``check_relative``). Once joined to the root,
+  the resolved result must still be inside it, so a symlink cannot lead out either
+  (``check_inside``).
+- **Index paths** come from the user (``--index``, the server's settings). They may be
+  absolute, because the user chose them, but may not contain a ``..`` component at all
+  (``check_index_path``): ``indexes/../../tmp/x`` is far more likely a mistake or an
+  attack than an intention, and a rule without exceptions is easy to state and to test.
+- **Symlinks in the docs folder** are followed only when their target resolves inside
+  the docs root (``follow_link``). A file is a Source once, under its real path relative
+  to the real docs root (``real_relative``), however many links reach it; so a link in a
+  public folder cannot give a restricted file a second, public path, and path patterns in
+  ``visibility.groups_by_path`` always match where the file really is.
+
+Every check raises AccessError whose message is one line that names the offending path.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path, PurePosixPath
+
+from rag.errors import AccessError
+
+
+def is_inside(path: Path, root: Path) -> bool:
+    """True when ``path`` is ``root`` or below it; both must already be resolved."""
+    return path == root or root in path.parents
+
+
+def check_inside(path: Path, root: Path, what: str) -> Path:
+    """The resolved ``path``, or AccessError when it resolves outside ``root``.
+
+    Symlinks on the way are resolved first, so a link inside the root that points out is
+    caught too. ``what`` names the path for the message ("cited file", "eval source").
+    """
+    real_root = root.resolve()
+    real = path.resolve()
+    if not is_inside(real, real_root):
+        raise AccessError(f"{what} {path} is outside {root}")
+    return real
+
+
+def check_relative(path: str, what: str = "path") -> str:
+    """A docs-relative posix path, or AccessError for anything that could leave the root."""
+    posix = PurePosixPath(path.replace("\\", "/"))
+    if posix.is_absolute() or ".." in posix.parts or not posix.parts or path.strip() != path:
+        raise AccessError(f"{what} {path!r} is outside the docs folder")
+    return str(posix)
+
+
+def check_index_path(path: Path) -> Path:
+    """The index path unchanged, or AccessError when it has a ``..`` component.
+
+    Absolute paths are fine (the user chose them); ``..`` anywhere is rejected, even
+    where it would stay inside (``indexes/../indexes/x``): write that as ``indexes/x``.
+    """
+    if ".." in path.parts:
+        raise AccessError(
+            f"index path {path} contains '..'; give the index folder without '..' "
+            "(an absolute path is fine)"
+        )
+    return path
+
+
+def follow_link(link: Path, real_root: Path, name: str | None = None) -> Path:
+    """The real target of a symlink in the docs folder, if it stays inside the root.
+
+    ``real_root`` must be resolved. ``name`` (default: the link path) starts the message,
+    so a walker can report ``skipped <name>: ...`` from the exception text.
+    """
+    label = name or str(link)
+    try:
+        target = link.resolve(strict=True)
+    except (OSError, RuntimeError):
+        raise AccessError(f"{label}: broken symlink or symlink loop") from None
+    if not is_inside(target, real_root):
+        raise AccessError(f"{label}: symlink points outside the docs folder")
+    return target
+
+
+def real_relative(path: Path, real_root: Path) -> str:
+    """The Source path of a file: its real location relative to the (resolved) docs root."""
+    return path.resolve().relative_to(real_root).as_posix()
