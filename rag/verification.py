@@ -128,12 +128,16 @@ def _words(text: str) -> list[str]:
     return [_normalise(t) for t in _tokens(text)]
 
 
+_LABEL_WORD = re.compile(r"e\d+|evidence")
+
+
 def _content_words(text: str) -> set[str]:
     # Stopwords are matched before stemming: stemmed, "does" or "those" would slip through.
+    # Label words are not content: "Evidence E1" says nothing the evidence could support.
     return {
         _normalise(t)
         for t in _tokens(text)
-        if t not in STOPWORDS and (len(t) > 1 or t.isdigit())
+        if t not in STOPWORDS and (len(t) > 1 or t.isdigit()) and not _LABEL_WORD.fullmatch(t)
     }
 
 

@@ -171,3 +171,10 @@ def test_support_score_properties(statement: str, text: str, other: str) -> None
     second = ev("E2", "docs/c.md", other)
     one, both = support_score(statement, [first]), support_score(statement, [first, second])
     assert 0.0 <= one <= both <= 1.0  # citing more evidence never lowers the score
+
+
+
+def test_a_statement_of_only_labels_is_not_supported():
+    cited = [ev("E1", "docs/labels.md", "Evidence E1 names the evidence store.")]
+    assert support_score("Evidence E1", cited) == 0.0
+    assert support_score("E1 names the evidence store.", cited) == 1.0
