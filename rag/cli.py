@@ -226,3 +226,7 @@ def main() -> None:
     except ImportError as exc:  # pragma: no cover - depends on the install
         typer.echo(f"error: missing dependency ({exc}); run scripts/setup.sh", err=True)
         sys.exit(3)
+
+
+if __name__ == "__main__":
+    main()

@@ -15,6 +15,10 @@ class IndexingError(RagError):
     exit_code = 5
 
 
+class IndexBusyError(IndexingError):
+    """Another process is writing this index right now."""
+
+
 class RetrievalError(RagError):
     exit_code = 6
 

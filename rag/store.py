@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from rag.errors import IndexingError
+from rag.errors import IndexBusyError, IndexingError
 from rag.records import Chunk
 
 FORMAT_VERSION = 1
@@ -201,7 +201,7 @@ def writer_lock(root: Path) -> Iterator[None]:
         try:
             fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            raise IndexingError(f"index {root} is being written by another process") from None
+            raise IndexBusyError(f"index {root} is being written by another process") from None
         yield
     finally:
         fh.close()

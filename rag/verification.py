@@ -128,6 +128,8 @@ def _words(text: str) -> list[str]:
     return [_normalise(t) for t in _tokens(text)]
 
 
+# A one-word "statement" ("Rag.") states nothing checkable, however often it is cited.
+MIN_CONTENT_WORDS = 2
 _LABEL_WORD = re.compile(r"e\d+|evidence")
 
 
@@ -193,7 +195,8 @@ def check_support(
             Statement(
                 text=text,
                 citations=tuple(citations),
-                supported=bool(citations) and score >= threshold,
+                supported=bool(citations) and score >= threshold
+                and len(_content_words(text)) >= MIN_CONTENT_WORDS,
                 support_score=score,
             )
         )

@@ -3,6 +3,11 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
+# Debian's Chromium for the browser tests (playwright drives it; it never downloads one).
+if [ ! -x /usr/bin/chromium ] && command -v apt-get >/dev/null; then
+    (apt-get update -qq && apt-get install -y -qq chromium >/dev/null) \
+        || echo "warning: could not install chromium; browser tests will be skipped" >&2
+fi
 if [ ! -x .venv/bin/python ]; then
     "$PY" -m venv .venv
 fi

@@ -178,3 +178,10 @@ def test_a_statement_of_only_labels_is_not_supported():
     cited = [ev("E1", "docs/labels.md", "Evidence E1 names the evidence store.")]
     assert support_score("Evidence E1", cited) == 0.0
     assert support_score("E1 names the evidence store.", cited) == 1.0
+
+
+def test_a_one_word_statement_is_not_supported():
+    cited = [ev("E1", "docs/a.md", "Rag indexes Markdown files and answers questions.")]
+    [one] = check_support([("Rag.", ["E1"])], cited, threshold=0.5)
+    [two] = check_support([("Rag indexes Markdown.", ["E1"])], cited, threshold=0.5)
+    assert not one.supported and two.supported

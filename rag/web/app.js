@@ -1,0 +1,223 @@
+// The one page of `rag serve`: ask, show the verified answer, show cited lines on click.
+// Document text is untrusted: it only ever reaches the page through textContent.
+"use strict";
+
+const $ = (id) => document.getElementById(id);
+
+/** A new element; `text` goes in as textContent, never as markup. */
+function el(tag, className, text) {
+  const node = document.createElement(tag);
+  if (className) node.className = className;
+  if (text !== undefined && text !== null) node.textContent = String(text);
+  return node;
+}
+
+function show(id, visible) {
+  $(id).hidden = !visible;
+}
+
+function span(citation) {
+  const lines = citation.start_line === citation.end_line
+    ? `${citation.start_line}` : `${citation.start_line}-${citation.end_line}`;
+  return `${citation.source_path}:${lines}`;
+}
+
+function clear(id) {
+  $(id).replaceChildren();
+}
+
+function setStatus(text) {
+  $("status").textContent = text || "";
+}
+
+function showError(text) {
+  $("error").textContent = text;
+  show("error", Boolean(text));
+}
+
+/** Turn a failed response into one sentence a reader can act on. */
+async function errorMessage(response) {
+  let detail = "";
+  try {
+    const body = await response.json();
+    detail = body && body.error ? String(body.error) : "";
+  } catch (_) {
+    detail = "";
+  }
+  const prefix = {
+    400: "The request was not accepted",
+    403: "Not allowed",
+    409: "Busy",
+    422: "Please check the question",
+    503: "The model is not answering",
+  }[response.status] || `The server failed (HTTP ${response.status})`;
+  return detail ? `${prefix}: ${detail}` : `${prefix}.`;
+}
+
+function citationChip(citation, viewer) {
+  const chip = el("button", "chip");
+  chip.type = "button";
+  chip.dataset.label = citation.label;
+  chip.setAttribute("aria-pressed", "false");
+  chip.title = citation.heading || citation.source_path;
+  chip.append(el("span", "label", citation.label), el("span", "path", span(citation)));
+  chip.addEventListener("click", () => viewer(citation, chip));
+  return chip;
+}
+
+function showLines(citation, chip) {
+  for (const other of document.querySelectorAll(".chip[aria-pressed='true']")) {
+    other.setAttribute("aria-pressed", "false");
+  }
+  for (const same of document.querySelectorAll(".chip")) {
+    if (same.dataset.label === citation.label) same.setAttribute("aria-pressed", "true");
+  }
+  $("viewer-label").textContent = citation.label;
+  $("viewer-path").textContent = citation.source_path;
+  $("viewer-range").textContent = `lines ${citation.start_line}-${citation.end_line}`;
+  $("viewer-heading").textContent = citation.heading || "(no heading)";
+  $("viewer-heading").classList.toggle("muted", !citation.heading);
+  $("viewer-note").textContent = citation.lines_note || "";
+  show("viewer-note", Boolean(citation.lines_note));
+  const rows = (citation.lines || []).map((line) => {
+    const row = el("div", "line");
+    row.append(el("span", "line-no", line.number), el("span", "line-text", line.text));
+    return row;
+  });
+  $("viewer-lines").replaceChildren(...rows);
+  show("viewer", true);
+  if (chip && window.matchMedia("(max-width: 900px)").matches) {
+    $("viewer").scrollIntoView({ behavior: "smooth", block: "start" });
+  }
+}
+
+function statementNode(statement, viewer, className) {
+  const para = el("p", className);
+  para.append(el("span", "text", statement.text));
+  for (const citation of statement.citations || []) {
+    para.append(" ", citationChip(citation, viewer));
+  }
+  return para;
+}
+
+function badge(text, kind) {
+  return el("span", `badge ${kind || ""}`.trim(), text);
+}
+
+function renderAnswer(data) {
+  for (const id of ["answer", "badges", "unsupported", "budget", "closest", "chips"]) clear(id);
+  show("viewer", false);
+  const badges = $("badges");
+  if (data.extractive_fallback) {
+    badges.append(badge(
+      "Extractive fallback: the model's answer failed verification, so these sentences are quoted from the sources instead.",
+      "warn"));
+  } else if (data.generator === "extractive") {
+    badges.append(badge("Extractive answer: sentences quoted from the sources", "info"));
+  }
+  if (data.insufficient_evidence) {
+    $("insufficient").textContent =
+      "Insufficient evidence: the docs you can see do not answer this question.";
+  }
+  show("insufficient", data.insufficient_evidence);
+
+  for (const statement of data.statements || []) {
+    $("answer").append(statementNode(statement, showLines, "statement"));
+  }
+
+  const unsupported = data.unsupported || [];
+  for (const statement of unsupported) {
+    const item = el("li");
+    item.append(statementNode(statement, showLines, "statement unsupported"));
+    $("unsupported").append(item);
+  }
+  show("unsupported-section", unsupported.length > 0);
+
+  const budget = (data.excluded || []).filter((item) => item.reason === "budget");
+  for (const item of budget) {
+    const text = item.source_path ? span(item) : item.chunk_id;
+    const row = el("li", null, text);
+    if (item.heading) row.append(el("span", "muted", ` (${item.heading})`));
+    $("budget").append(row);
+  }
+  show("budget-section", budget.length > 0);
+
+  const closest = data.insufficient_evidence ? (data.evidence || []).slice(0, 3) : [];
+  for (const item of closest) {
+    const row = el("li", null, span(item));
+    if (item.heading) row.append(el("span", "muted", ` (${item.heading})`));
+    $("closest").append(row);
+  }
+  show("closest-section", closest.length > 0);
+
+  for (const citation of data.citations || []) {
+    const wrap = el("div", "source");
+    wrap.append(citationChip(citation, showLines));
+    if (citation.heading) wrap.append(el("span", "muted heading-inline", citation.heading));
+    $("chips").append(wrap);
+  }
+  show("sources-section", (data.citations || []).length > 0);
+
+  const timings = Object.entries(data.timings || {})
+    .map(([stage, seconds]) => `${stage} ${Math.round(seconds * 1000)} ms`);
+  $("timings").textContent = [`generator: ${data.generator}`, ...timings].join(" · ");
+  show("result", true);
+}
+
+async function ask(event) {
+  event.preventDefault();
+  const question = $("question").value.trim();
+  showError("");
+  if (!question) {
+    showError("Please type a question first.");
+    $("question").focus();
+    return;
+  }
+  const groups = $("groups").value.split(",").map((g) => g.trim()).filter(Boolean);
+  const body = { question, groups };
+  if ($("mode").value) body.mode = $("mode").value;
+  $("ask-button").disabled = true;
+  show("result", false);  // never leave the last answer up as if it answered this question
+  show("viewer", false);
+  setStatus("Searching the docs and checking citations…");
+  try {
+    const response = await fetch("/ask", {
+      method: "POST",
+      headers: { "Content-Type": "application/json" },
+      body: JSON.stringify(body),
+    });
+    if (!response.ok) {
+      showError(await errorMessage(response));
+      setStatus("");
+      return;
+    }
+    renderAnswer(await response.json());
+    setStatus("");
+  } catch (err) {
+    showError("Cannot reach the server. Is `rag serve` still running?");
+    setStatus("");
+  } finally {
+    $("ask-button").disabled = false;
+  }
+}
+
+async function loadHealth() {
+  try {
+    const response = await fetch("/health");
+    if (!response.ok) return;
+    const data = await response.json();
+    $("index-info").textContent = `${data.chunks} passages indexed · ${data.version}`;
+  } catch (_) {
+    $("index-info").textContent = "";
+  }
+}
+
+document.addEventListener("DOMContentLoaded", () => {
+  $("ask-form").addEventListener("submit", ask);
+  $("question").addEventListener("keydown", (event) => {
+    if (event.key === "Enter" && (event.ctrlKey || event.metaKey)) {
+      $("ask-form").requestSubmit();
+    }
+  });
+  loadHealth();
+});

@@ -1,0 +1,205 @@
+"""The web page in a real headless Chromium against the app served on loopback.
+
+Needs Debian's `chromium` (/usr/bin/chromium) and the `playwright` package; playwright's own
+browser download is never used.
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from rag.chunking import parse_document
+from rag.config import Settings
+from rag.embedding import FakeEmbedder
+from rag.indexing import build_index
+from rag.server import create_app
+
+CHROMIUM = Path("/usr/bin/chromium")
+ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+        "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+SHOT = Path("/tmp/rag-browser.png")  # a fixed place to look at the page after a run
+# A document that tries to inject markup: it must show up as text, never run.
+HOSTILE = """# Sandbox <b>mode</b>
+
+## Isolation flag
+
+The sandbox flag <img src=x onerror="window.__pwned=1"> turns isolation off.
+Use it only for <script>window.__pwned=2</script> local experiments.
+"""
+
+if not CHROMIUM.is_file():
+    pytest.skip(f"{CHROMIUM} is missing: apt-get install -y chromium", allow_module_level=True)
+sync_api = pytest.importorskip(
+    "playwright.sync_api", reason="playwright is missing: pip install playwright")
+
+
+def file_lines(docs: Path, path: str) -> list[str]:
+    return parse_document((docs / path).read_bytes().decode("utf-8")).lines
+
+
+@pytest.fixture
+def served(docs: Path, tmp_path: Path) -> Iterator[tuple[str, Path]]:
+    """(base URL, docs root) of the app run by uvicorn in a thread on a free loopback port."""
+    import uvicorn
+
+    (docs / "sandbox.md").write_text(HOSTILE, encoding="utf-8")
+    settings, embedder = Settings(), FakeEmbedder()
+    build_index(docs, tmp_path / "index", settings, embedder)
+    app = create_app(index=tmp_path / "index", settings=settings, docs=docs,
+                     generator="extractive", embedder=embedder)
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))  # bound here and handed over: no race for the port
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 20
+    while not server.started:
+        assert thread.is_alive() and time.monotonic() < deadline, "server did not start"
+        time.sleep(0.05)
+    try:
+        yield f"http://127.0.0.1:{sock.getsockname()[1]}", docs
+    finally:
+        server.should_exit = True
+        thread.join(10)
+        sock.close()
+
+
+@pytest.fixture
+def page(served: tuple[str, Path]) -> Iterator[object]:
+    base, _ = served
+    outside: list[str] = []
+    with sync_api.sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
+        try:
+            tab = browser.new_page(viewport={"width": 1280, "height": 900})
+
+            def only_loopback(route: object) -> None:
+                url = route.request.url  # type: ignore[attr-defined]
+                if url.startswith((base + "/", "data:")):
+                    route.continue_()  # type: ignore[attr-defined]
+                else:
+                    outside.append(url)
+                    route.abort()  # type: ignore[attr-defined]
+
+            tab.route("**/*", only_loopback)
+            tab.goto(base + "/")
+            yield tab
+        finally:
+            browser.close()
+    assert outside == [], f"the page tried to reach {outside}"
+
+
+def ask(page: object, question: str, groups: str = "") -> dict:
+    page.fill("#question", question)  # type: ignore[attr-defined]
+    page.fill("#groups", groups)  # type: ignore[attr-defined]
+    with page.expect_response("**/ask") as response:  # type: ignore[attr-defined]
+        page.click("#ask-button")  # type: ignore[attr-defined]
+    page.wait_for_selector("#result:not([hidden])")  # type: ignore[attr-defined]
+    return response.value.json()
+
+
+def shown_lines(page: object) -> list[tuple[int, str]]:
+    numbers = page.locator("#viewer-lines .line-no").all_text_contents()  # type: ignore
+    texts = page.locator("#viewer-lines .line-text").all_text_contents()  # type: ignore
+    return [(int(n), t) for n, t in zip(numbers, texts, strict=True)]
+
+
+def test_click_a_citation_shows_the_files_lines(page, served, tmp_path):
+    _, docs = served
+    page.wait_for_function(
+        "document.getElementById('index-info').textContent.includes('passages indexed')")
+    body = ask(page, "Which port does the HTTP API listen on by default?")
+    assert "8080" in page.text_content("#answer")
+    assert page.is_visible("#badges .badge")  # extractive answers say so
+    chips = page.locator("#chips .chip")
+    assert chips.count() == len(body["citations"]) > 0
+    for i, cite in enumerate(body["citations"]):
+        chips.nth(i).click()
+        page.wait_for_selector("#viewer:not([hidden])")
+        assert page.text_content("#viewer-path") == cite["source_path"]
+        assert page.text_content("#viewer-heading") == cite["heading"]
+        lines = file_lines(docs, cite["source_path"])
+        expected = [(n, lines[n - 1]) for n in range(cite["start_line"], cite["end_line"] + 1)]
+        assert shown_lines(page) == expected
+        assert chips.nth(i).get_attribute("aria-pressed") == "true"
+    # a chip next to a statement opens the same lines as the one under Sources
+    page.locator("#answer .chip").first.click()
+    assert shown_lines(page)[0][0] == body["statements"][0]["citations"][0]["start_line"]
+    page.screenshot(path=str(tmp_path / "answer.png"), full_page=True)
+    page.screenshot(path=str(SHOT), full_page=True)
+    assert (tmp_path / "answer.png").stat().st_size > 10_000
+
+
+def test_document_markup_is_shown_as_text(page):
+    body = ask(page, "What does the sandbox isolation flag turn off?")
+    label = next(c["label"] for c in body["citations"] if c["source_path"] == "sandbox.md")
+    page.click(f"#chips .chip[data-label='{label}']")
+    texts = [t for _, t in shown_lines(page)]
+    assert any('<img src=x onerror="window.__pwned=1">' in t for t in texts)
+    assert page.evaluate("window.__pwned") is None
+    assert page.locator("#result img, #viewer img, #result script, #viewer b").count() == 0
+
+
+def test_insufficient_evidence_and_errors_are_explained(page, served):
+    ask(page, "xylophone quartz marmalade")
+    assert page.is_visible("#insufficient")
+    assert "Insufficient evidence" in page.text_content("#insufficient")
+    assert page.locator("#chips .chip").count() == 0
+    page.fill("#question", "   ")
+    page.click("#ask-button")
+    assert page.is_visible("#error")
+    assert "type a question" in page.text_content("#error")
+
+
+def test_staff_sources_need_the_staff_group(page, served):
+    public = ask(page, "How is the admin token rotated?")
+    assert all(not c["source_path"].startswith("staff/") for c in public["citations"])
+    staff = ask(page, "How is the admin token rotated?", groups="staff")
+    assert any(c["source_path"] == "staff/runbook.md" for c in staff["citations"])
+    assert "staff/runbook.md" in page.text_content("#chips")
+
+
+
+def test_fallback_unsupported_budget_and_stale_lines_are_flagged(page, served, tmp_path):
+    """Render states the extractive generator cannot produce, from a real answer altered."""
+    import json
+
+    body = ask(page, "Which port does the HTTP API listen on by default?")
+    flagged = {**body, "extractive_fallback": True, "generator": "local"}
+    flagged["unsupported"] = [{**body["statements"][-1], "supported": False}]
+    flagged["statements"] = body["statements"][:-1]
+    hit = body["evidence"][0]
+    flagged["excluded"] = [{"chunk_id": "0" * 16, "reason": "budget", "source_path": "faq.md",
+                            "start_line": 12, "end_line": 15, "heading": "FAQ > Disk"}]
+    stale = {**body["citations"][0], "lines": [],
+             "lines_note": f"{hit['source_path']} has changed since it was indexed; re-index"}
+    flagged["citations"] = [stale, *body["citations"][1:]]
+    page.route("**/ask", lambda route: route.fulfill(
+        status=200, content_type="application/json", body=json.dumps(flagged)))
+    ask(page, "Which port does the HTTP API listen on by default?")
+    assert "Extractive fallback" in page.text_content("#badges")
+    assert page.is_visible("#unsupported-section")
+    assert flagged["unsupported"][0]["text"] in page.text_content("#unsupported")
+    assert page.is_visible("#budget-section")
+    assert "faq.md:12-15" in page.text_content("#budget")
+    page.click(f"#chips .chip[data-label='{stale['label']}']")
+    assert page.is_visible("#viewer-note") and "changed since" in page.text_content("#viewer-note")
+    assert shown_lines(page) == []
+    page.screenshot(path=str(tmp_path / "flagged.png"), full_page=True)
+    page.screenshot(path="/tmp/rag-browser-flagged.png", full_page=True)
+
+    page.route("**/ask", lambda route: route.fulfill(
+        status=503, content_type="application/json",
+        body=json.dumps({"error": "model endpoint http://127.0.0.1:9/v1 is not answering"})))
+    page.fill("#question", "anything")
+    page.click("#ask-button")
+    page.wait_for_selector("#error:not([hidden])")
+    assert page.text_content("#error") == (
+        "The model is not answering: model endpoint http://127.0.0.1:9/v1 is not answering")
+    assert page.is_hidden("#result")
