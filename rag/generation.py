@@ -312,7 +312,7 @@ def content_words(text: str) -> list[str]:
 
 
 def _paragraphs(text: str) -> list[str]:
-    """Prose paragraphs of Markdown: no code blocks, headings, tables or bullet marks."""
+    """Prose paragraphs of Markdown: no code blocks or headings; bullets and table rows alone."""
     paras: list[str] = []
     current: list[str] = []
     in_fence = False
@@ -326,9 +326,15 @@ def _paragraphs(text: str) -> list[str]:
         line = raw.strip()
         fence = bool(_FENCE.match(line))
         in_fence ^= fence
-        # Headings and table rows are not sentences (the heading path is shown anyway).
-        if fence or in_fence or not line or line.startswith(("#", "|")) or set(line) <= set("-=*"):
+        # Headings are not sentences (the heading path is shown anyway).
+        if fence or in_fence or not line or line.startswith("#") or set(line) <= set("-=*"):
             flush()
+        elif line.startswith("|"):
+            flush()  # a table row is one statement: its cells, without the pipes
+            cells = [c.strip() for c in line.strip("|").split("|")]
+            if not all(set(c) <= set(":- ") for c in cells):
+                current.append("; ".join(c for c in cells if c))
+                flush()
         elif _BULLET.match(line):
             flush()  # a list item stands alone
             current.append(_BULLET.sub("", line))

@@ -103,6 +103,8 @@ class Pipeline:
         gen = self.settings.generation
         budget = (gen.context_tokens - gen.max_tokens
                   - self.settings.evidence.instruction_reserve - self.count(question))
+        if self.generator_name == "local":  # counted in cl100k, read by SmolLM2's tokenizer
+            budget = int(budget / gen.local_token_ratio)
         return select_evidence(hits, budget_tokens=max(budget, 0),  # type: ignore[arg-type]
                                max_per_source=self.settings.evidence.max_per_source,
                                count_tokens=self.count, allowed_groups=groups)
