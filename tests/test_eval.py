@@ -1,0 +1,72 @@
+"""rag eval: the CI gate on corpus/ against the committed baseline, and bad eval files."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from rag.cli import app
+from rag.errors import AccessError, ConfigError
+from rag.evaluation import load_cases
+from tests.conftest import REPO
+
+BASELINE = REPO / "reports" / "baseline-extractive.json"
+
+
+def _eval(tmp_path: Path, *extra: str, env: dict[str, str] | None = None):
+    args = ["eval", str(REPO / "corpus" / "eval.jsonl"), "--docs", str(REPO / "corpus"),
+            "--index", str(tmp_path / "index"), "--generator", "extractive",
+            "--out", str(tmp_path / "reports" / "eval-extractive.json"), *extra]
+    return CliRunner().invoke(app, args, env=env)
+
+
+@pytest.mark.slow
+def test_corpus_eval_holds_the_baseline_and_a_planted_regression_fails(tmp_path: Path):
+    result = _eval(tmp_path, "--baseline", str(BASELINE))
+    assert result.exit_code == 0, result.stderr
+    report = json.loads((tmp_path / "reports" / "eval-extractive.json").read_text())
+    assert report["overall"]["cases"] == 75 and report["overall"]["errors"] == 0
+    assert (tmp_path / "reports" / "eval.png").stat().st_size > 1000
+    assert "hit@5" in result.stdout and "citation_validity" in result.stdout
+    # planted regression: only one hit per question lowers retrieval hit@5
+    result = _eval(tmp_path, "--baseline", str(BASELINE), env={"RAG_RETRIEVAL__K": "1"})
+    assert result.exit_code == 10
+    assert "regression: hit@5 fell" in result.stderr
+
+
+def test_malformed_line_is_named(tmp_path: Path):
+    bad = tmp_path / "eval.jsonl"
+    bad.write_text('{"id": "a", "question": "q", "expected_sources": ["x.md"]}\n{"id": \n')
+    with pytest.raises(ConfigError, match=r"eval.jsonl:2: not valid JSON"):
+        load_cases(bad)
+    bad.write_text('{"id": "a", "question": "q"}\n')
+    with pytest.raises(ConfigError, match=r":1: an answerable case needs expected_sources"):
+        load_cases(bad)
+    bad.write_text('{"id": "a", "question": "q", "expected_sources": ["../../etc/passwd"]}\n')
+    with pytest.raises(AccessError, match=r":1: .*outside the docs folder"):
+        load_cases(bad)
+
+
+def test_unseen_docs_and_missing_sources_are_reported(docs: Path, tmp_path: Path):
+    cases = tmp_path / "cases.jsonl"
+    cases.write_text("\n".join(json.dumps(c) for c in [
+        {"id": "ports", "question": "Which port does the HTTP API listen on?",
+         "expected_sources": ["server-ports.md"], "must_include": ["8080"]},
+        {"id": "gone", "question": "Where is the changelog?",
+         "expected_sources": ["changelog.md"]},
+        {"id": "none", "question": "Does it support Kubernetes operators?",
+         "answerable": False},
+    ]) + "\n")
+    out = tmp_path / "r" / "eval-extractive.json"
+    result = CliRunner().invoke(app, [
+        "eval", str(cases), "--docs", str(docs), "--index", str(tmp_path / "idx"),
+        "--generator", "extractive", "--out", str(out)])
+    assert result.exit_code == 0, result.stderr
+    assert "expected source changelog.md is not in" in result.stderr
+    report = json.loads(out.read_text())
+    by_id = {c["id"]: c for c in report["cases"]}
+    assert by_id["ports"]["metrics"]["hit@5"] == 1.0
+    assert report["missing_sources"] == ["changelog.md"]
