@@ -15,9 +15,10 @@ from rag.chunking import (
     visibility_from_front_matter,
 )
 from rag.records import Chunk
+from tests.conftest import CORPORA as SHARED_CORPORA
 
 FIXTURES = Path(__file__).parent / "fixtures" / "docs"
-CORPORA = [Path("/work/shared/corpora/fastapi"), Path("/work/shared/corpora/hugo")]
+CORPORA = [SHARED_CORPORA / "fastapi", SHARED_CORPORA / "hugo"]
 
 
 def words(text: str) -> int:
