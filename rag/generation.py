@@ -289,6 +289,16 @@ _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9`\"'(\[*_])")
 _BULLET = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s+")
 _FENCE = re.compile(r"^\s*(```|~~~)")
 _MIN_WORDS = 4
+# Paragraphs that carry evidence-block markup or speak to the assistant are never quoted:
+# they are how a document tries to forge evidence or give orders (defence in depth; the
+# delimiters and the label check are the guarantees).
+_MARKUP = re.compile(r"(?i)^(?:evidence\s+e\d+\b|(?:source|lines|heading|content)\s*:)"
+                     r"|<\s*/?\s*untrusted|<!--")
+_ADDRESSED = re.compile(
+    r"(?i)\b(?:ignore\s+(?:all\s+|any\s+)?(?:the\s+)?(?:previous|prior|earlier|above)\s+"
+    r"instructions|you\s+are\s+(?:now\s+)?an?\s+(?:helpful\s+)?(?:ai\s+)?assistant|"
+    r"from\s+now\s+on,?\s+you|system\s+(?:note|prompt)|do\s+not\s+mention|cite\s+e\d+)\b"
+)
 EXTRACTIVE_STATEMENTS = 3
 _RELATIVE_FLOOR = 0.35  # weaker sentences than this share of the best one are filler
 _K1, _B = 1.2, 0.75  # the usual BM25 constants
@@ -312,14 +322,17 @@ def content_words(text: str) -> list[str]:
 
 
 def _paragraphs(text: str) -> list[str]:
-    """Prose paragraphs of Markdown: no code blocks or headings; bullets and table rows alone."""
+    """Prose paragraphs of Markdown: no code blocks or headings; bullets and table rows alone;
+    none that carries evidence markup or addresses the assistant."""
     paras: list[str] = []
     current: list[str] = []
     in_fence = False
 
     def flush() -> None:
         if current:
-            paras.append(" ".join(current))
+            para = " ".join(current)
+            if not any(_MARKUP.search(line) for line in current) and not _ADDRESSED.search(para):
+                paras.append(para)
             current.clear()
 
     for raw in text.splitlines():
