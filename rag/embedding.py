@@ -246,8 +246,12 @@ def _require(module: str, install: str, backend: str) -> None:
         raise ConfigError(f"embedding backend {backend!r} needs {module}: {install}")
 
 
-def make_embedder(settings: EmbeddingSettings) -> Embedder:
-    """Build the configured backend; ConfigError with one clear line if it cannot be."""
+def make_embedder(settings: EmbeddingSettings, *, threads: int | None = None) -> Embedder:
+    """Build the configured backend; ConfigError with one clear line if it cannot be.
+
+    ``threads`` sets onnxruntime's threads (default: all of up to two cores); query paths
+    pass ``embedding.query_threads``.
+    """
     model_dir = resolve_model_dir(settings.model)
     name = settings.model or DEFAULT_MODEL_NAME
     if settings.backend == "torch":
@@ -261,7 +265,7 @@ def make_embedder(settings: EmbeddingSettings) -> Embedder:
     int8 = settings.backend == "onnx-int8"
     session = onnx_export.open_session(
         layout, name, onnx_export.cache_dir_path(settings.cache_dir),
-        int8=int8, threads=ONNX_THREADS,
+        int8=int8, threads=threads or ONNX_THREADS,
     )
     # int8 vectors differ slightly, so an index built with them records another model.
     return OnnxEmbedder(layout, session, f"{name}+int8" if int8 else name, settings.batch_size)

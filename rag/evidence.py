@@ -127,6 +127,11 @@ def _neutralise_tags(text: str) -> str:
 
 
 def _looks_like_header(line: str) -> bool:
+    first = line.lstrip()[:1]
+    # Fast path: a line opening with a printable ASCII character the skeleton keeps as it is
+    # can only be a header if that character starts one of the header words.
+    if first and first.isascii() and first.isprintable() and first.lower() not in "eslhc":
+        return False
     skeleton, _ = _skeleton(line, limit=_HEADER_PROBE, spaces=False)
     return _HEADER_RE.match(skeleton) is not None
 
@@ -145,6 +150,7 @@ def neutralise_line(text: str) -> str:
     return _neutralise_tags(_LINE_BREAKS.sub(" ", text))
 
 
+@functools.lru_cache(maxsize=256)  # selection formats each block; the prompt reuses it
 def format_evidence_block(ev: Evidence) -> str:
     """One block exactly as the model sees it (no trailing newline)."""
     chunk = ev.chunk

@@ -57,8 +57,8 @@ def open_retriever(index_root: Path, settings: Settings) -> Retriever:
     from rag.embedding import make_embedder
 
     version = store.load(index_root)
-    return Retriever(version, make_embedder(settings.embedding), settings.retrieval,
-                     settings.index)
+    embedder = make_embedder(settings.embedding, threads=settings.embedding.query_threads)
+    return Retriever(version, embedder, settings.retrieval, settings.index)
 
 
 class Pipeline:

@@ -265,7 +265,8 @@ class ServerState:
         self.index_root = index
         self.settings = settings
         self.docs = docs
-        self.embedder = embedder or make_embedder(settings.embedding)
+        self.embedder = embedder or make_embedder(
+            settings.embedding, threads=settings.embedding.query_threads)
         self.shared = SharedGenerator(settings, generator or settings.generation.generator)
         self.reindex_lock = threading.Lock()
         self.pipeline = self.load()

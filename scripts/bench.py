@@ -293,7 +293,10 @@ def main() -> None:
                f"{ix['edited']}) vs full rebuild {ix['full_s']:.2f} s; corpus: "
                f"{len(files)} of 155 FastAPI files")
 
-        st = stage_times(settings, embedder, ix["texts"], n_queries)
+        # the query path embeds with embedding.query_threads, as `rag search` does
+        query_embedder = embedder if args.smoke else make_embedder(
+            settings.embedding, threads=settings.embedding.query_threads)
+        st = stage_times(settings, query_embedder, ix["texts"], n_queries)
         fit_params(ix["vectors"], work / "params.npz")
         np.save(work / "queries.npy", st["queries"])
         print(f"    vectors: Gaussian fit to {len(ix['vectors'])} real chunk vectors; "
