@@ -136,7 +136,7 @@ def _percentile(values: Sequence[float], q: float) -> float:
     ordered = sorted(values)
     if not ordered:
         return 0.0
-    return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
 def summarise(results: Sequence[CaseResult]) -> dict[str, Any]:

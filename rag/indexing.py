@@ -264,7 +264,9 @@ def _update_vectors(
     embed = [fid for fid in todo if hashes[fid] not in fid_of_hash]
     report.chunks_reused = len(keep) + len(reuse)
 
-    reused = store.reconstruct(old.vectors, [fid_of_hash[hashes[f]] for f in reuse]) if reuse else None
+    reused = None
+    if reuse and old is not None:
+        reused = store.reconstruct(old.vectors, [fid_of_hash[hashes[f]] for f in reuse])
     fresh = _embed(embedder, [embed_text(wanted[f]) for f in embed], settings, progress)
     report.chunks_embedded = len(embed)
 

@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, Self
 
 from rag.config import Settings
 from rag.errors import CitationError
 from rag.indexing import IndexReport
-from rag.records import Answer, Citation, Evidence, Statement
+from rag.records import Answer, Citation, Evidence, SearchHit, Statement
 from rag.retrieval import Retriever
+
+if TYPE_CHECKING:
+    from rag.evidence import Selection
 
 MAX_QUOTED = 8  # lines quoted per citation in plain-text output
 INSUFFICIENT = "Insufficient evidence: the docs shown do not answer this question."
@@ -77,7 +81,7 @@ class Pipeline:
         self.generator_name = generator or settings.generation.generator
         self._generator: object | None = None
 
-    def __enter__(self) -> Pipeline:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -97,7 +101,8 @@ class Pipeline:
             self._generator = make_generator(self.settings, self.generator_name)
         return self._generator
 
-    def select(self, question: str, hits: list[object], groups: frozenset[str]) -> object:
+    def select(self, question: str, hits: Sequence[SearchHit],
+               groups: frozenset[str]) -> Selection:
         from rag.evidence import select_evidence
 
         gen = self.settings.generation
@@ -105,7 +110,7 @@ class Pipeline:
                   - self.settings.evidence.instruction_reserve - self.count(question))
         if self.generator_name == "local":  # counted in cl100k, read by SmolLM2's tokenizer
             budget = int(budget / gen.local_token_ratio)
-        return select_evidence(hits, budget_tokens=max(budget, 0),  # type: ignore[arg-type]
+        return select_evidence(hits, budget_tokens=max(budget, 0),
                                max_per_source=self.settings.evidence.max_per_source,
                                count_tokens=self.count, allowed_groups=groups)
 
@@ -120,12 +125,14 @@ class Pipeline:
 
         t0 = time.perf_counter()
         selection = self.select(question, hits, groups)
-        evidence = selection.evidence  # type: ignore[attr-defined]
+        evidence = selection.evidence
         timings["evidence"] = time.perf_counter() - t0
         name = self.generator_name
-        base = dict(question=question, evidence=evidence,
-                    excluded=selection.excluded,  # type: ignore[attr-defined]
-                    generator=name, timings=timings, hits=tuple(hits))
+        base: dict[str, Any] = {
+            "question": question, "evidence": evidence,
+            "excluded": selection.excluded,
+            "generator": name, "timings": timings, "hits": tuple(hits),
+        }
         if not evidence or _coverage(question, evidence) < (
                 self.settings.verification.min_question_coverage):
             return Answer(answer=INSUFFICIENT, statements=(), citations=(),
@@ -147,8 +154,8 @@ class Pipeline:
         supported = tuple(s for s in statements if s.supported)
         unsupported = tuple(s for s in statements if not s.supported)
         shown_unsupported = unsupported if self.settings.verification.unsupported == "mark" else ()
-        common = dict(unsupported=shown_unsupported, extractive_fallback=fallback,
-                      tokens=tokens, label_checks=checks, **base)
+        common = {"unsupported": shown_unsupported, "extractive_fallback": fallback,
+                  "tokens": tokens, "label_checks": checks, **base}
         if not supported:
             return Answer(answer=INSUFFICIENT, statements=(), citations=(),
                           insufficient_evidence=True, **common)

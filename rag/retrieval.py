@@ -100,11 +100,13 @@ class Retriever:
         vector = self.embed_query(query) if vector is None else vector
         k = min(k, filt.count)
         if self.index_settings.kind == "hnsw":
-            params = faiss.SearchParametersHNSW(efSearch=max(self.index_settings.hnsw_ef_search, k))
+            params = faiss.SearchParametersHNSW(  # type: ignore[attr-defined]
+                efSearch=max(self.index_settings.hnsw_ef_search, k))
             if filt.selector is not None:
                 params.sel = filt.selector
         else:
-            params = faiss.SearchParameters(sel=filt.selector) if filt.selector is not None else None
+            params = (faiss.SearchParameters(sel=filt.selector)  # type: ignore[call-arg]
+                      if filt.selector is not None else None)
         scores, ids = self.index.vectors.search(vector, k, params=params)
         out = []
         for fid, score in zip(ids[0], scores[0]):

@@ -196,15 +196,12 @@ def load(root: Path, *, mmap: bool = False) -> IndexVersion:
 def writer_lock(root: Path) -> Iterator[None]:
     """One writer per index folder; the kernel drops the lock if the writer dies."""
     root.mkdir(parents=True, exist_ok=True)
-    fh = open(root / LOCK, "a+")
-    try:
+    with open(root / LOCK, "a+") as fh:
         try:
             fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             raise IndexBusyError(f"index {root} is being written by another process") from None
         yield
-    finally:
-        fh.close()
 
 
 def write_version(
@@ -254,6 +251,7 @@ def new_vector_index(dimension: int, kind: str, hnsw_m: int = 32, ef_constructio
     """An empty id-keyed FAISS index (inner product over normalised vectors = cosine)."""
     import faiss
 
+    inner: Any
     if kind == "hnsw":
         inner = faiss.IndexHNSWFlat(dimension, hnsw_m, faiss.METRIC_INNER_PRODUCT)
         inner.hnsw.efConstruction = ef_construction

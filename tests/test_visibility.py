@@ -354,7 +354,7 @@ def test_pipeline_drops_restricted_hits_even_if_retrieval_returns_them(docs, tmp
 
 @pytest.fixture
 def cli_index(docs, tmp_path, monkeypatch) -> Path:
-    monkeypatch.setattr("rag.embedding.make_embedder", lambda _settings: FakeEmbedder())
+    monkeypatch.setattr("rag.embedding.make_embedder", lambda _settings, **_: FakeEmbedder())
     monkeypatch.chdir(tmp_path)
     index = tmp_path / "index"
     result = CliRunner().invoke(app, ["index", str(docs), "--index", str(index), "--json"])
