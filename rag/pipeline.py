@@ -245,12 +245,13 @@ def render_answer(answer: Answer, docs_root: Path | None = None) -> str:
     for c in answer.citations:
         lines.append(f"  [{c.label}] {c.source_path}:{c.start_line}-{c.end_line} "
                      f"({c.heading or '-'})")
-        quoted = None
+        quoted: list[tuple[int, str]] = []
+        note: str | None = "the docs folder is unknown"
         if docs_root is not None:
-            quoted = quote_lines(docs_root, c.source_path, c.start_line, c.end_line,
-                                 by_label[c.label].chunk.text)
-        if quoted is None:
-            lines.append("        (the file changed since indexing: run `rag index`)")
+            quoted, note = quote_lines(docs_root, c.source_path, c.start_line, c.end_line,
+                                       by_label[c.label].chunk.text)
+        if note is not None:
+            lines.append(f"        ({note})")
             continue
         lines.extend(f"    {n:>5} | {text}" for n, text in quoted[:MAX_QUOTED])
         if len(quoted) > MAX_QUOTED:

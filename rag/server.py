@@ -29,6 +29,7 @@ from rag.config import Settings
 from rag.embedding import Embedder
 from rag.pipeline import Pipeline
 from rag.records import Answer
+from rag.verification import quote_lines
 
 log = logging.getLogger("rag.server")
 WEB = Path(__file__).parent / "web"
@@ -155,36 +156,6 @@ ERRORS: dict[int | str, dict[str, Any]] = {
 }
 
 
-def _file_lines(docs: Path, path: str) -> list[str] | None:
-    """The file's lines numbered as the chunker numbers them, or None if it cannot be read."""
-    from rag.chunking import parse_document
-
-    root = docs.resolve()
-    target = (root / path).resolve()
-    if root not in target.parents:
-        return None
-    try:
-        return parse_document(target.read_bytes().decode("utf-8")).lines
-    except (OSError, UnicodeDecodeError):
-        return None
-
-
-def cited_lines(
-    docs: Path, path: str, start: int, end: int, indexed_text: str | None,
-    cache: dict[str, list[str] | None],
-) -> tuple[list[dict[str, Any]], str | None]:
-    """(lines, note): the file's lines start..end, only if they still equal the indexed text."""
-    if path not in cache:
-        cache[path] = _file_lines(docs, path)
-    lines = cache[path]
-    if lines is None:
-        return [], f"{path} can no longer be read from the docs folder; re-index"
-    shown = lines[start - 1:end]
-    if indexed_text is None or end > len(lines) or "\n".join(shown) != indexed_text:
-        return [], f"{path} has changed since it was indexed; re-index to see the cited lines"
-    return [{"number": start + i, "text": text} for i, text in enumerate(shown)], None
-
-
 def answer_payload(answer: Answer, docs: Path, version: str) -> dict[str, Any]:
     """Answer.to_dict() plus the cited lines, where excluded evidence came from, the version."""
     data = answer.to_dict()
@@ -192,9 +163,11 @@ def answer_payload(answer: Answer, docs: Path, version: str) -> dict[str, Any]:
     files: dict[str, list[str] | None] = {}
 
     def with_lines(citation: dict[str, Any]) -> dict[str, Any]:
-        lines, note = cited_lines(docs, citation["source_path"], citation["start_line"],
-                                  citation["end_line"], indexed.get(citation["chunk_id"]), files)
-        return {**citation, "lines": lines, "lines_note": note}
+        lines, note = quote_lines(docs, citation["source_path"], citation["start_line"],
+                                  citation["end_line"], indexed.get(citation["chunk_id"], ""),
+                                  files)
+        return {**citation, "lines": [{"number": n, "text": t} for n, t in lines],
+                "lines_note": note}
 
     data["citations"] = [with_lines(c) for c in data["citations"]]
     for key in ("statements", "unsupported"):

@@ -203,21 +203,36 @@ def check_support(
     return out
 
 
-def quote_lines(docs_root: Path, source_path: str, start: int, end: int,
-                expected: str) -> list[tuple[int, str]] | None:
-    """The cited lines as the file holds them now, or None when the file no longer matches.
-
-    Citations are checked against the index; this second check against the file itself
-    means a stale index can never make `rag ask` quote lines that are not there.
-    """
+def _file_lines(docs_root: Path, source_path: str) -> list[str] | None:
+    """The file's lines numbered as the chunker numbers them; None if unreadable or outside."""
     from rag.chunking import parse_document
 
-    path = docs_root / source_path
+    root = docs_root.resolve()
+    target = (root / source_path).resolve()
+    if root not in target.parents:
+        return None
     try:
-        lines = parse_document(path.read_bytes().decode("utf-8-sig")).lines
+        return parse_document(target.read_bytes().decode("utf-8-sig")).lines
     except (OSError, UnicodeDecodeError):
         return None
+
+
+def quote_lines(
+    docs_root: Path, source_path: str, start: int, end: int, expected: str,
+    cache: dict[str, list[str] | None] | None = None,
+) -> tuple[list[tuple[int, str]], str | None]:
+    """(numbered lines, None), or ([], why) when the file no longer holds the indexed text.
+
+    Citations are checked against the index; this second check against the file itself
+    means a stale index can never make anyone quote lines that are not there.
+    """
+    cache = {} if cache is None else cache
+    if source_path not in cache:
+        cache[source_path] = _file_lines(docs_root, source_path)
+    lines = cache[source_path]
+    if lines is None:
+        return [], f"{source_path} can no longer be read from the docs folder; re-index"
     cited = lines[start - 1:end]
-    if start < 1 or "\n".join(cited) != expected:
-        return None
-    return list(enumerate(cited, start=start))
+    if start < 1 or end > len(lines) or "\n".join(cited) != expected:
+        return [], f"{source_path} has changed since it was indexed; re-index to see the lines"
+    return list(enumerate(cited, start=start)), None
