@@ -1,0 +1,109 @@
+"""The orchestrator: the prompt fits the context, and only verified statements come out."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from rag import store
+from rag.config import Settings
+from rag.errors import CitationError
+from rag.evidence import token_counter
+from rag.generation import GenerationResult, ModelAnswer, ModelStatement, build_prompt
+from rag.indexing import build_index
+from rag.pipeline import INSUFFICIENT, Pipeline
+from rag.retrieval import Retriever
+
+PORT_QUESTION = "Which port does the HTTP API listen on by default?"
+
+
+def _pipeline(docs: Path, tmp_path: Path, settings: Settings, embedder, generator: str):
+    build_index(docs, tmp_path / "index", settings, embedder)
+    retriever = Retriever(store.load(tmp_path / "index"), embedder, settings.retrieval)
+    return Pipeline(tmp_path / "index", settings, generator=generator, retriever=retriever)
+
+
+class Scripted:
+    """A generator that answers what the test tells it to (the model's side of the contract)."""
+
+    name = "scripted"
+
+    def __init__(self, statements: list[tuple[str, list[str]]], insufficient: bool = False):
+        self.answer = ModelAnswer(
+            statements=[ModelStatement(text=t, evidence=labels) for t, labels in statements],
+            insufficient_evidence=insufficient)
+        self.prompts: list[list[dict]] = []
+
+    def generate(self, question, evidence):
+        self.prompts.append(build_prompt(question, evidence))
+        return GenerationResult(self.answer, prompt_tokens=10, completion_tokens=5, attempts=1,
+                                model="scripted")
+
+
+@pytest.mark.parametrize("generator", ["openai", "local"])
+def test_the_prompt_fits_the_model_context_by_construction(docs, tmp_path, settings, embedder,
+                                                           generator):
+    # many long sections, so the evidence budget is what stops selection
+    for i in range(12):
+        body = "\n\n".join(f"Port {8000 + i} paragraph {j}: " + "listen socket bind " * 40
+                           for j in range(6))
+        (docs / f"long-{i}.md").write_text(f"# Long page {i}\n\n{body}\n", encoding="utf-8")
+    settings.retrieval.k = 40
+    settings.evidence.max_per_source = 3
+    pipeline = _pipeline(docs, tmp_path, settings, embedder, generator)
+    question = "Which port does the server listen on and bind to? " * 8
+    hits = pipeline.retriever.search(question)
+    selection = pipeline.select(question, hits, frozenset())
+    assert selection.truncated  # the budget, not the hits, ran out
+    count = token_counter(settings.evidence.encoding)
+    prompt_tokens = sum(count(m["content"]) + 8 for m in build_prompt(question, selection.evidence))
+    ratio = settings.generation.local_token_ratio if generator == "local" else 1.0
+    gen = settings.generation
+    assert prompt_tokens * ratio + gen.max_tokens <= gen.context_tokens
+
+
+def test_only_verified_supported_statements_reach_the_answer(docs, tmp_path, settings,
+                                                             embedder):
+    pipeline = _pipeline(docs, tmp_path, settings, embedder, "scripted")
+    scripted = Scripted([])
+    pipeline._generator = scripted
+    hits = pipeline.retriever.search(PORT_QUESTION)
+    selected = pipeline.select(PORT_QUESTION, hits, frozenset()).evidence
+    ports = next(e for e in selected if "8080" in e.chunk.text)
+    label = ports.label
+    scripted.answer = ModelAnswer(statements=[
+        ModelStatement(text="The HTTP API listens on port 8080.", evidence=[label]),
+        ModelStatement(text="Database passwords rotate every night.", evidence=[label]),
+    ], insufficient_evidence=False)
+    answer = pipeline.ask(PORT_QUESTION)
+    assert answer.answer == "The HTTP API listens on port 8080."
+    assert [c.source_path for c in answer.citations] == ["server-ports.md"]
+    assert not answer.extractive_fallback
+    assert answer.label_checks == {"labels_cited": 2, "labels_verified": 2}
+
+
+def test_unknown_labels_fall_back_to_an_extractive_answer_or_fail(docs, tmp_path, settings,
+                                                                  embedder):
+    pipeline = _pipeline(docs, tmp_path, settings, embedder, "scripted")
+    pipeline._generator = Scripted([("The HTTP API listens on port 8080.", ["E99"])])
+    answer = pipeline.ask(PORT_QUESTION)
+    assert answer.extractive_fallback and answer.citations
+    assert answer.label_checks == {"labels_cited": 1, "labels_verified": 0}
+    shown = {e.label for e in answer.evidence}
+    assert all(c.label in shown for c in answer.citations)
+    settings.verification.extractive_fallback = False
+    with pytest.raises(CitationError, match="E99"):
+        pipeline.ask(PORT_QUESTION)
+
+
+def test_model_abstention_and_the_coverage_gate(docs, tmp_path, settings, embedder):
+    pipeline = _pipeline(docs, tmp_path, settings, embedder, "scripted")
+    scripted = Scripted([], insufficient=True)
+    pipeline._generator = scripted
+    answer = pipeline.ask(PORT_QUESTION)
+    assert answer.insufficient_evidence and answer.answer == INSUFFICIENT
+    assert not answer.citations and len(scripted.prompts) == 1
+    # nothing in the docs covers this question: no model call at all
+    answer = pipeline.ask("Does the orchestrator support quantum blockchain federation?")
+    assert answer.insufficient_evidence and len(scripted.prompts) == 1
