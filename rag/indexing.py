@@ -25,7 +25,7 @@ from rag.errors import AccessError, IndexingError
 from rag.paths import follow_link, real_relative
 from rag.records import Chunk
 
-Progress = Callable[[int, int], None]  # (chunks embedded so far, chunks to embed)
+Progress = Callable[[int, int, int], None]  # (chunks embedded, chunks to embed, files)
 
 
 @dataclass
@@ -267,7 +267,9 @@ def _update_vectors(
     reused = None
     if reuse and old is not None:
         reused = store.reconstruct(old.vectors, [fid_of_hash[hashes[f]] for f in reuse])
-    fresh = _embed(embedder, [embed_text(wanted[f]) for f in embed], settings, progress)
+    files = len({wanted[f].source_path for f in embed})
+    fresh = _embed(embedder, [embed_text(wanted[f]) for f in embed], settings,
+                   progress and (lambda done, total: progress(done, total, files)))
     report.chunks_embedded = len(embed)
 
     index_settings = settings.index
@@ -299,7 +301,8 @@ def _add(vectors: object, fids: list[int], matrix: np.ndarray) -> None:
 
 
 def _embed(
-    embedder: Embedder, texts: list[str], settings: Settings, progress: Progress | None
+    embedder: Embedder, texts: list[str], settings: Settings,
+    progress: Callable[[int, int], None] | None,
 ) -> np.ndarray:
     out = np.zeros((len(texts), embedder.dimension), dtype=np.float32)
     size = settings.embedding.batch_size

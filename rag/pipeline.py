@@ -40,16 +40,16 @@ def run_index(
         TimeRemainingColumn,
     )
 
-    columns = (TextColumn("embedding"), BarColumn(), MofNCompleteColumn(),
-               TextColumn("chunks {task.fields[rate]}"), TimeElapsedColumn(),
-               TextColumn("ETA"), TimeRemainingColumn())
+    columns = (TextColumn("embedding {task.fields[files]} files"), BarColumn(),
+               MofNCompleteColumn(), TextColumn("chunks {task.fields[rate]}"),
+               TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn())
     with Progress(*columns, transient=True) as bar:
-        task = bar.add_task("embed", total=None, rate="")
+        task = bar.add_task("embed", total=None, rate="", files="")
         started = time.perf_counter()
 
-        def progress(done: int, total: int) -> None:
+        def progress(done: int, total: int, files: int) -> None:
             rate = done / max(time.perf_counter() - started, 1e-9)
-            bar.update(task, completed=done, total=total, rate=f"{rate:.0f}/s")
+            bar.update(task, completed=done, total=total, rate=f"{rate:.0f}/s", files=files)
 
         return build_index(docs_root, index_root, settings, embedder, rebuild=rebuild,
                            progress=progress)
