@@ -239,6 +239,8 @@ def main() -> None:
     mode.add_argument("--smoke", action="store_true", help="seconds; fake embedder")
     mode.add_argument("--child", help=argparse.SUPPRESS)
     ap.add_argument("--sizes", help="comma-separated index sizes (default by mode)")
+    ap.add_argument("--ef-construction", type=int,
+                    help="HNSW build breadth (default 200; 40 in --quick and --smoke)")
     args = ap.parse_args()
     if args.child:
         print(json.dumps(child(json.loads(args.child))))
@@ -252,7 +254,7 @@ def main() -> None:
              [1_000, 3_000] if args.smoke else [10_000, 100_000] if args.quick
              else [10_000, 100_000, 1_000_000])
     target_size = 100_000 if 100_000 in sizes else sizes[-1]
-    efc = 40 if (args.quick or args.smoke) else 200
+    efc = args.ef_construction or (40 if (args.quick or args.smoke) else 200)
     n_queries = 20 if args.smoke else 60 if args.quick else 200
     files = (pick_files(40_000, 6) if args.smoke else pick_files(70_000, 30) if args.quick
              else pick_files(None, None))
@@ -301,7 +303,7 @@ def main() -> None:
         fit_params(ix["vectors"], work / "params.npz")
         np.save(work / "queries.npy", st["queries"])
         print(f"    vectors: Gaussian fit to {len(ix['vectors'])} real chunk vectors; "
-              f"HNSW M 32, efConstruction {efc}{' (40 for speed in --' + label + ')' if efc != 200 else ''}, "
+              f"HNSW M 32, efConstruction {efc}{' (for build speed)' if efc != 200 else ''}, "
               f"efSearch 256; k {K}; FAISS 1 thread at query time; recall over "
               f"{RECALL_QUERIES} held-out draws vs exact search; memory = resident set "
               f"(VmRSS, interpreter included) of a process per size and kind once built")
