@@ -20,7 +20,7 @@ from urllib.parse import urlparse
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
 
-from rag.errors import ConfigError, GenerationError
+from rag.errors import CitationError, ConfigError, GenerationError
 from rag.records import Evidence
 
 if TYPE_CHECKING:
@@ -137,17 +137,21 @@ def parse_answer(content: str, labels: Collection[str]) -> ModelAnswer:
         raise AnswerFormatError(msg) from None
     unknown = sorted({lb for s in answer.statements for lb in s.evidence} - set(labels))
     if unknown:
-        raise AnswerFormatError(f"model cited evidence labels that were not shown "
+        raise UnknownLabelError(f"model cited evidence labels that were not shown "
                                 f"({', '.join(unknown)})")
     return answer
+
+
+class UnknownLabelError(AnswerFormatError):
+    """The output cited a label that was not shown: a citation error once retries run out."""
 
 
 class _AttemptFailed(Exception):
     """One failed attempt worth retrying; ``reason`` reads well before 'after N attempts'."""
 
-    def __init__(self, reason: str, *, bad_output: bool) -> None:
+    def __init__(self, reason: str, *, bad_output: bool, citation: bool = False) -> None:
         super().__init__(reason)
-        self.reason, self.bad_output = reason, bad_output
+        self.reason, self.bad_output, self.citation = reason, bad_output, citation
 
 
 def _root_cause(exc: BaseException) -> str:
@@ -221,13 +225,14 @@ class OpenAIGenerator:
                 answer, model = self._attempt(request, temperature, labels, usage)
                 return GenerationResult(answer, usage[0], usage[1], attempt, model)
             except _AttemptFailed as failure:
-                reason = failure.reason
+                reason, citation = failure.reason, failure.citation
                 if failure.bad_output:
                     temperature = max(temperature, RETRY_TEMPERATURE)
             if attempt < attempts:
                 time.sleep(min(self.backoff_s * 2 ** (attempt - 1), BACKOFF_CAP_S))
         plural = "s" if attempts > 1 else ""
-        raise GenerationError(f"{reason} after {attempts} attempt{plural}")
+        error = CitationError if citation else GenerationError
+        raise error(f"{reason} after {attempts} attempt{plural}")
 
     def _attempt(
         self, request: dict, temperature: float, labels: Sequence[str], usage: list[int]
@@ -249,7 +254,8 @@ class OpenAIGenerator:
         try:
             answer = parse_answer(choice.message.content or "", labels)
         except AnswerFormatError as exc:
-            raise _AttemptFailed(str(exc), bad_output=True) from None
+            raise _AttemptFailed(str(exc), bad_output=True,
+                                 citation=isinstance(exc, UnknownLabelError)) from None
         return answer, response.model or self.settings.model
 
     def _transport_failure(self, exc: Exception) -> Exception:

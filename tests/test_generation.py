@@ -10,7 +10,7 @@ from collections.abc import Iterator
 import pytest
 
 from rag.config import GenerationSettings, Settings
-from rag.errors import ConfigError, GenerationError
+from rag.errors import CitationError, ConfigError, GenerationError
 from rag.evidence import format_evidence_blocks
 from rag.generation import (
     RULES,
@@ -153,9 +153,14 @@ def test_schema_violations_are_rejected(payload: dict) -> None:
     assert error.endswith("after 2 attempts")
 
 
-def test_unknown_label_is_an_error_after_retries() -> None:
-    _, error = run_err([Reply(answer_json([("Port 8080.", ["E1", "E99"])]))])
-    assert error == "model cited evidence labels that were not shown (E99) after 2 attempts"
+def test_unknown_label_is_a_citation_error_after_retries() -> None:
+    with FakeOpenAIServer([Reply(answer_json([("Port 8080.", ["E1", "E99"])]))]) as server:
+        gen = OpenAIGenerator(settings(), base_url=server.base_url, backoff_s=0.0)
+        with gen, pytest.raises(CitationError) as caught:
+            gen.generate(QUESTION, EVIDENCE)
+    assert str(caught.value) == ("model cited evidence labels that were not shown (E99) "
+                                 "after 2 attempts")
+    assert caught.value.exit_code == 8
 
 
 def test_unknown_label_then_valid_answer_recovers() -> None:
