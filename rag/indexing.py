@@ -25,6 +25,7 @@ from rag.errors import AccessError, IndexingError
 from rag.paths import follow_link, real_relative
 from rag.records import Chunk
 
+EMBED_WINDOW_BATCHES = 8  # batches per embed_batch call (see _embed)
 Progress = Callable[[int, int, int], None]  # (chunks embedded, chunks to embed, files)
 
 
@@ -305,7 +306,9 @@ def _embed(
     progress: Callable[[int, int], None] | None,
 ) -> np.ndarray:
     out = np.zeros((len(texts), embedder.dimension), dtype=np.float32)
-    size = settings.embedding.batch_size
+    # Hand the embedder several batches at once: it sorts what it gets by length, so
+    # batches pad to similar lengths (less wasted compute) while progress still moves.
+    size = settings.embedding.batch_size * EMBED_WINDOW_BATCHES
     for start in range(0, len(texts), size):
         out[start:start + size] = embedder.embed_batch(texts[start:start + size])
         if progress is not None:
