@@ -274,7 +274,7 @@ def select_evidence(
     excluded: list[tuple[str, str]] = []
     seen: set[str] = set()
     per_source: Counter[str] = Counter()
-    separator = count_tokens(BLOCK_SEPARATOR)
+    seam = _seam_tokens(count_tokens)
     used = 0
     for hit in hits:
         chunk = hit.chunk
@@ -290,9 +290,9 @@ def select_evidence(
             continue
         candidate = Evidence(label=f"E{len(chosen) + 1}", hit=hit)
         block = format_evidence_block(candidate)
-        # Each block is counted once (re-counting the joined text for every hit is
-        # quadratic); the exact joined count is checked once below.
-        tokens = count_tokens(block) + (separator if blocks else 0)
+        # Each block is counted once; re-counting the joined text for every hit is
+        # quadratic, and _seam_tokens makes the sum exact.
+        tokens = count_tokens(block) + (seam if blocks else 0)
         if used + tokens > budget_tokens:
             excluded.append((chunk.chunk_id, "budget"))
             continue
@@ -300,16 +300,18 @@ def select_evidence(
         blocks.append(block)
         per_source[chunk.source_id] += 1
         used += tokens
-    # BPE counts of pieces need not add up exactly: trust only the joined text, and drop
-    # trailing blocks in the rare case it is over.
-    used = count_tokens(BLOCK_SEPARATOR.join(blocks)) if blocks else 0
-    while blocks and used > budget_tokens:
-        dropped = chosen.pop()
-        blocks.pop()
-        per_source[dropped.chunk.source_id] -= 1
-        excluded.append((dropped.chunk.chunk_id, "budget"))
-        used = count_tokens(BLOCK_SEPARATOR.join(blocks)) if blocks else 0
     return Selection(tuple(chosen), tuple(excluded), used, budget_tokens)
+
+
+def _seam_tokens(count_tokens: Callable[[str], int]) -> int:
+    """Tokens the separator adds between two blocks, merges across the seam included.
+
+    BPE counts of pieces need not add up (cl100k reads ">" and "\n\n" as one piece when
+    joined), but every block ends with the closing tag and starts with "Evidence E", so
+    the seam is the same for every pair: measure it once and the sum is exact.
+    """
+    end, start = CLOSE_TAG, "Evidence E1"
+    return count_tokens(end + BLOCK_SEPARATOR + start) - count_tokens(end) - count_tokens(start)
 
 
 @functools.lru_cache(maxsize=8)
