@@ -308,7 +308,7 @@ _ADDRESSED = re.compile(
 EXTRACTIVE_STATEMENTS = 3
 _RELATIVE_FLOOR = 0.35  # weaker sentences than this share of the best one are filler
 _K1, _B = 1.2, 0.75  # the usual BM25 constants
-_RANK_PRIOR = 0.1  # evidence k scores 1 / (1 + 0.1 k) of an equal match in E1
+_RANK_PRIOR = 0.3  # evidence k scores 1 / (1 + 0.3 k) of an equal match in E1
 
 
 def content_words(text: str) -> list[str]:
