@@ -9,12 +9,12 @@ from typing import TYPE_CHECKING, Any, Self
 
 from rag.config import Settings
 from rag.errors import CitationError
-from rag.indexing import IndexReport
 from rag.records import Answer, Citation, Evidence, SearchHit, Statement
 from rag.retrieval import Retriever
 
 if TYPE_CHECKING:
     from rag.evidence import Selection
+    from rag.indexing import IndexReport
 
 MAX_QUOTED = 8  # lines quoted per citation in plain-text output
 INSUFFICIENT = "Insufficient evidence: the docs shown do not answer this question."
