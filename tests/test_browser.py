@@ -112,8 +112,9 @@ def shown_lines(page: object) -> list[tuple[int, str]]:
 
 def test_click_a_citation_shows_the_files_lines(page, served, tmp_path):
     _, docs = served
-    page.wait_for_function(
-        "document.getElementById('index-info').textContent.includes('passages indexed')")
+    # A locator wait, not wait_for_function: polling a JS string needs eval, which the
+    # page's Content-Security-Policy (rightly) forbids.
+    page.locator("#index-info", has_text="passages indexed").wait_for()
     body = ask(page, "Which port does the HTTP API listen on by default?")
     assert "8080" in page.text_content("#answer")
     assert page.is_visible("#badges .badge")  # extractive answers say so
