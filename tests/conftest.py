@@ -9,6 +9,7 @@ import pytest
 
 from rag.config import Settings
 from rag.embedding import FakeEmbedder
+from rag.records import Chunk, SearchHit
 
 FIXTURE_DOCS = Path(__file__).parent / "fixtures" / "docs"
 CORPORA = Path(__file__).resolve().parents[2] / "shared" / "corpora"
@@ -39,3 +40,27 @@ def corpus_dir(name: str) -> Path:
     if not path.is_dir():
         pytest.skip(f"{path} is not available")
     return path
+
+
+def make_hit(
+    chunk_id: str,
+    source: str = "docs/a.md",
+    text: str = "some text",
+    *,
+    heading: str | None = "Intro",
+    lines: tuple[int, int] = (1, 3),
+    rank: int = 1,
+    visibility: tuple[str, ...] = (),
+) -> SearchHit:
+    """A Search Hit built by hand, for evidence and verifier tests."""
+    chunk = Chunk(
+        chunk_id=chunk_id,
+        source_id=source,
+        source_path=source,
+        text=text,
+        start_line=lines[0],
+        end_line=lines[1],
+        heading=heading,
+        visibility=visibility,
+    )
+    return SearchHit(chunk=chunk, score=1.0 / rank, rank=rank)

@@ -24,30 +24,8 @@ from rag.evidence import (
     select_evidence,
     token_counter,
 )
-from rag.records import Chunk, Evidence, SearchHit
-
-
-def make_hit(
-    chunk_id: str,
-    source: str = "docs/a.md",
-    text: str = "some text",
-    *,
-    heading: str | None = "Intro",
-    lines: tuple[int, int] = (1, 3),
-    rank: int = 1,
-    visibility: tuple[str, ...] = (),
-) -> SearchHit:
-    chunk = Chunk(
-        chunk_id=chunk_id,
-        source_id=source,
-        source_path=source,
-        text=text,
-        start_line=lines[0],
-        end_line=lines[1],
-        heading=heading,
-        visibility=visibility,
-    )
-    return SearchHit(chunk=chunk, score=1.0 / rank, rank=rank)
+from rag.records import Evidence, SearchHit
+from tests.conftest import make_hit
 
 
 def chars(text: str) -> int:

@@ -9,23 +9,16 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rag.errors import CitationError
-from rag.records import Chunk, Citation, Evidence, SearchHit
+from rag.records import Citation, Evidence
 from rag.verification import check_support, support_score, verify_citations
+from tests.conftest import make_hit
 
 
 def ev(label: str, path: str, text: str, *, heading: str | None = None,
        lines: tuple[int, int] = (1, 5), visibility: tuple[str, ...] = ()) -> Evidence:
-    chunk = Chunk(
-        chunk_id=f"id-{label}-{path}",
-        source_id=path,
-        source_path=path,
-        text=text,
-        start_line=lines[0],
-        end_line=lines[1],
-        heading=heading,
-        visibility=visibility,
-    )
-    return Evidence(label=label, hit=SearchHit(chunk=chunk, score=0.5, rank=int(label[1:])))
+    hit = make_hit(f"id-{label}-{path}", path, text, heading=heading, lines=lines,
+                   rank=int(label[1:]), visibility=visibility)
+    return Evidence(label=label, hit=hit)
 
 
 PORTS = ev("E1", "docs/server.md",
