@@ -25,7 +25,8 @@ def run_eval_command(
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
 
-    from rag.pipeline import Pipeline, run_index
+    from rag.embedding import make_embedder
+    from rag.pipeline import Pipeline, open_retriever, run_index
 
     console = Console(stderr=True)
     cases = load_cases(eval_file)[:limit] if limit else load_cases(eval_file)
@@ -34,12 +35,14 @@ def run_eval_command(
         raise ConfigError(f"docs folder {docs} does not exist")
     before = _read_report(baseline) if baseline else None
     index = index or default_index_for(docs)
-    report = run_index(docs, index, settings, show_progress=True)
+    embedder = make_embedder(settings.embedding)  # loaded once, for indexing and questions
+    report = run_index(docs, index, settings, show_progress=True, embedder=embedder)
     for warning in report.warnings:
         console.print(f"warning: {warning}", markup=False)
     name = generator or settings.generation.generator
     started = time.perf_counter()
-    with Pipeline(index, settings, generator=name) as pipeline, Progress(
+    retriever = open_retriever(index, settings, embedder)
+    with Pipeline(index, settings, generator=name, retriever=retriever) as pipeline, Progress(
         "eval", BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
         console=console, transient=True,
     ) as bar:

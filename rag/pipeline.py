@@ -13,6 +13,7 @@ from rag.records import Answer, Citation, Evidence, SearchHit, Statement
 from rag.retrieval import Retriever
 
 if TYPE_CHECKING:
+    from rag.embedding import Embedder
     from rag.evidence import Selection
     from rag.indexing import IndexReport
 
@@ -22,13 +23,13 @@ INSUFFICIENT = "Insufficient evidence: the docs shown do not answer this questio
 
 def run_index(
     docs_root: Path, index_root: Path, settings: Settings, *, rebuild: bool = False,
-    show_progress: bool = True,
+    show_progress: bool = True, embedder: Embedder | None = None,
 ) -> IndexReport:
     """`rag index`: bring the index up to date, with a progress bar while embedding."""
     from rag.embedding import make_embedder
     from rag.indexing import build_index
 
-    embedder = make_embedder(settings.embedding)
+    embedder = embedder or make_embedder(settings.embedding)
     if not show_progress:
         return build_index(docs_root, index_root, settings, embedder, rebuild=rebuild)
     from rich.progress import (
@@ -55,13 +56,16 @@ def run_index(
                            progress=progress)
 
 
-def open_retriever(index_root: Path, settings: Settings) -> Retriever:
+def open_retriever(
+    index_root: Path, settings: Settings, embedder: Embedder | None = None
+) -> Retriever:
     """Load the live index version and the query embedder (no torch with the ONNX backend)."""
     from rag import store
     from rag.embedding import make_embedder
 
     version = store.load(index_root)
-    embedder = make_embedder(settings.embedding, threads=settings.embedding.query_threads)
+    embedder = embedder or make_embedder(settings.embedding,
+                                         threads=settings.embedding.query_threads)
     return Retriever(version, embedder, settings.retrieval, settings.index)
 
 
@@ -103,13 +107,11 @@ class Pipeline:
 
     def select(self, question: str, hits: Sequence[SearchHit],
                groups: frozenset[str]) -> Selection:
-        from rag.evidence import select_evidence
+        from rag.evidence import evidence_budget, select_evidence
 
-        gen = self.settings.generation
-        budget = (gen.context_tokens - gen.max_tokens
-                  - self.settings.evidence.instruction_reserve - self.count(question))
+        budget = evidence_budget(self.settings) - self.count(question)
         if self.generator_name == "local":  # counted in cl100k, read by SmolLM2's tokenizer
-            budget = int(budget / gen.local_token_ratio)
+            budget = int(budget / self.settings.generation.local_token_ratio)
         return select_evidence(hits, budget_tokens=max(budget, 0),
                                max_per_source=self.settings.evidence.max_per_source,
                                count_tokens=self.count, allowed_groups=groups)
@@ -166,15 +168,6 @@ class Pipeline:
             insufficient_evidence=False,
             **common,
         )
-
-
-def answer_question(
-    question: str, index_root: Path, settings: Settings, *, generator: str | None = None,
-    mode: str | None = None, groups: Iterable[str] = (),
-) -> Answer:
-    """One question, one pipeline (`rag ask`)."""
-    with Pipeline(index_root, settings, generator=generator) as pipeline:
-        return pipeline.ask(question, mode=mode, groups=groups)
 
 
 def _coverage(question: str, evidence: tuple[Evidence, ...]) -> float:
