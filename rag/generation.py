@@ -313,7 +313,7 @@ _RANK_PRIOR = 0.3  # evidence k scores 1 / (1 + 0.3 k) of an equal match in E1
 
 def content_words(text: str) -> list[str]:
     """Lower-case words minus the verifier's stopwords, plurals folded (``files`` -> ``file``)."""
-    from rag.verification import STOPWORDS  # one notion of "content word" for both stages
+    from rag.text import STOPWORDS  # one notion of "content word" for every stage
 
     out = []
     for word in _WORD.findall(text.lower()):

@@ -9,12 +9,12 @@ so the same answer always verifies the same way.
 from __future__ import annotations
 
 import re
-import unicodedata
 from collections.abc import Sequence
 from pathlib import Path
 
 from rag.errors import CitationError
 from rag.records import Citation, Evidence, Statement
+from rag.text import content_words, normalise, parts, words
 
 _LABEL_SHAPE = re.compile(r"E([1-9][0-9]*)")
 
@@ -79,76 +79,16 @@ def verify_citations(
     return citations
 
 
-# Function words and answer boilerplate: they match anything, so they prove nothing.
-_STOPWORD_TEXT = """
-a about above after again against all also am an and any are as at be because been before
-being below between both but by can cannot could did do does doing done down during each
-either else etc even ever every few for from further get gets got had has have having he
-her here hers herself him himself his how however i if in into is it its itself just let
-like may me might more most must my myself neither no nor not now of off often on once
-only or other others otherwise our ours ourselves out over own per rather same shall
-she should since so some such than that the their theirs them themselves then there
-therefore these they this those through thus to too under until up upon us use used uses
-using very via was we were what when where whether which while who whom whose why will
-with within without would yes yet you your yours yourself yourselves
-don doesn didn isn aren wasn weren won wouldn shouldn couldn hasn haven hadn ll ve re
-"""
-STOPWORDS = frozenset(_STOPWORD_TEXT.split())
-
-# A word, or a code identifier / number kept whole: max_tokens, app.get, 8080, v1.2.3.
-_TOKEN = re.compile(r"[^\W_](?:[\w.\-/:]*[^\W_])?|_\w+")
-_PARTS = re.compile(r"[^\W_]+")
-_POSSESSIVE = re.compile(r"'s\b")
-
-
-def _normalise(word: str) -> str:
-    """Fold plurals (and a final 'e', so cache/caches/match/matches pair up).
-
-    Numbers and code identifiers (anything not purely alphabetic) are kept as they are.
-    """
-    if not word.isalpha() or len(word) <= 3:
-        return word
-    if word.endswith("ies") and len(word) > 4:
-        return word[:-3] + "y"
-    if word.endswith(("sses", "shes", "ches", "xes")):
-        word = word[:-2]
-    elif word.endswith("s") and not word.endswith(("ss", "us", "is")):
-        word = word[:-1]
-    if len(word) > 3 and word.endswith("e") and not word.endswith("ee"):
-        word = word[:-1]
-    return word
-
-
-def _tokens(text: str) -> list[str]:
-    text = unicodedata.normalize("NFKC", text).casefold().replace("\u2019", "'")
-    return _TOKEN.findall(_POSSESSIVE.sub("", text))
-
-
-def _words(text: str) -> list[str]:
-    return [_normalise(t) for t in _tokens(text)]
-
-
 # A one-word "statement" ("Rag.") states nothing checkable, however often it is cited.
 MIN_CONTENT_WORDS = 2
-_LABEL_WORD = re.compile(r"e\d+|evidence")
-
-
-def _content_words(text: str) -> set[str]:
-    # Stopwords are matched before stemming: stemmed, "does" or "those" would slip through.
-    # Label words are not content: "Evidence E1" says nothing the evidence could support.
-    return {
-        _normalise(t)
-        for t in _tokens(text)
-        if t not in STOPWORDS and (len(t) > 1 or t.isdigit()) and not _LABEL_WORD.fullmatch(t)
-    }
 
 
 def _vocabulary(cited: Sequence[Evidence]) -> set[str]:
     vocab: set[str] = set()
     for ev in cited:
-        for word in _words(f"{ev.chunk.heading or ''}\n{ev.chunk.text}"):
+        for word in words(f"{ev.chunk.heading or ''}\n{ev.chunk.text}"):
             vocab.add(word)
-            vocab.update(_normalise(p) for p in _PARTS.findall(word))
+            vocab.update(normalise(p) for p in parts(word))
     return vocab
 
 
@@ -156,8 +96,8 @@ def _found(word: str, vocab: set[str]) -> bool:
     if word in vocab:
         return True
     # "fastapi-cli" in a statement, "fastapi cli" in the docs: all parts present counts.
-    parts = [_normalise(p) for p in _PARTS.findall(word)]
-    return len(parts) > 1 and all(p in vocab for p in parts)
+    pieces = [normalise(p) for p in parts(word)]
+    return len(pieces) > 1 and all(p in vocab for p in pieces)
 
 
 def support_score(statement: str, cited: Sequence[Evidence]) -> float:
@@ -167,11 +107,11 @@ def support_score(statement: str, cited: Sequence[Evidence]) -> float:
     ``port``), numbers and code identifiers kept whole. The evidence side includes
     headings. 0.0 when nothing is cited or the statement has no content words.
     """
-    words = _content_words(statement)
-    if not cited or not words:
+    claimed = content_words(statement)
+    if not cited or not claimed:
         return 0.0
     vocab = _vocabulary(cited)
-    return sum(_found(w, vocab) for w in words) / len(words)
+    return sum(_found(w, vocab) for w in claimed) / len(claimed)
 
 
 def check_support(
@@ -196,7 +136,7 @@ def check_support(
                 text=text,
                 citations=tuple(citations),
                 supported=bool(citations) and score >= threshold
-                and len(_content_words(text)) >= MIN_CONTENT_WORDS,
+                and len(content_words(text)) >= MIN_CONTENT_WORDS,
                 support_score=score,
             )
         )
