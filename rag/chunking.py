@@ -49,6 +49,7 @@ from typing import Any, NamedTuple
 import yaml
 
 from rag.records import Chunk
+from rag.visibility import read_visibility
 
 HEADING_SEPARATOR = " > "
 
@@ -135,22 +136,6 @@ def chunk_id_for(path: str, text: str, occurrence: int) -> str:
     return hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()[:16]
 
 
-def visibility_from_front_matter(fm: dict[str, Any]) -> tuple[str, ...]:
-    """Groups named by ``visibility:`` (a list, or a string, comma-separated allowed)."""
-    if not isinstance(fm, dict):
-        return ()
-    # Keys are matched case-insensitively: `Visibility:` must not make a file public.
-    value = next((v for k, v in fm.items() if str(k).strip().lower() == "visibility"), None)
-    if isinstance(value, str):
-        items: list[Any] = value.split(",")
-    elif isinstance(value, list | tuple):
-        items = list(value)
-    else:
-        return ()
-    groups = (item.strip() for item in items if isinstance(item, str))
-    return tuple(dict.fromkeys(g for g in groups if g))
-
-
 def chunk_document(
     text: str,
     path: str,
@@ -163,7 +148,8 @@ def chunk_document(
     """Split one Markdown file into Chunks (see the module docstring for the rules).
 
     ``visibility`` applies to every chunk; when empty, the front matter's ``visibility``
-    is used, so a restricted file is never made public by a caller that forgot it.
+    is used, so a restricted file is never made public by a caller that forgot it
+    (UnclearVisibility, a ValueError, when the front matter names it unclearly).
     """
     if max_tokens < 1:
         raise ValueError("max_tokens must be at least 1")
@@ -183,7 +169,7 @@ def chunk_document(
             units.extend(_Unit(piece, (path_names,)) for piece in sizer.split(*span, fenced))
     units = _merge_small(units, sizer, min_tokens)
 
-    groups = visibility or visibility_from_front_matter(doc.front_matter)
+    groups = visibility or read_visibility(text, doc.front_matter, doc.body_start > 1)
     source_id = source_id_for(path)
     seen: dict[str, int] = {}
     chunks = []

@@ -18,12 +18,13 @@ from pathlib import Path
 import numpy as np
 
 from rag import store
-from rag.chunking import chunk_document, parse_document, source_id_for, visibility_from_front_matter
+from rag.chunking import chunk_document, parse_document, source_id_for
 from rag.config import Settings
 from rag.embedding import Embedder
 from rag.errors import AccessError, IndexingError
 from rag.paths import follow_link, real_relative
 from rag.records import Chunk
+from rag.visibility import UnclearVisibility, read_visibility
 
 EMBED_WINDOW_BATCHES = 8  # batches per embed_batch call (see _embed)
 Progress = Callable[[int, int, int], None]  # (chunks embedded, chunks to embed, files)
@@ -209,22 +210,20 @@ def _chunk_files(
             continue
         digest = _hash(raw)
         prior = old_files.get(rel)
+        parsed = parse_document(text)
+        try:
+            front = list(read_visibility(text, parsed.front_matter, parsed.body_start > 1))
+        except UnclearVisibility as exc:
+            # Indexing it would make a restricted file public: leave it out until fixed.
+            report.warnings.append(f"skipped {rel}: {exc}")
+            continue
         if prior is not None and prior.content_hash == digest:
-            visibility = visibility_for(rel, prior.visibility, settings)
+            visibility = visibility_for(rel, front, settings)
             kept = [old_chunks[cid] for cid in prior.chunk_ids]
             chunks.extend(replace(c, visibility=visibility) for c in kept)
-            entries[rel] = prior
+            entries[rel] = replace(prior, visibility=front)
             report.unchanged.append(rel)
             continue
-        parsed = parse_document(text)
-        head = "\n".join(parsed.lines[:parsed.body_start - 1])
-        if not parsed.front_matter and "visibility" in head.lower():
-            # Unparsable front matter that names visibility: indexing it would make a
-            # restricted file public, so leave it out until it is fixed.
-            report.warnings.append(f"skipped {rel}: front matter does not parse, and it sets "
-                                   "visibility")
-            continue
-        front = list(visibility_from_front_matter(parsed.front_matter))
         visibility = visibility_for(rel, front, settings)
         new = chunk_document(
             text, rel,

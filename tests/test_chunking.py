@@ -12,7 +12,6 @@ from rag.chunking import (
     chunk_id_for,
     parse_document,
     source_id_for,
-    visibility_from_front_matter,
 )
 from rag.records import Chunk
 from tests.conftest import CORPORA as SHARED_CORPORA
@@ -278,19 +277,6 @@ def test_duplicate_text_in_one_file_gets_distinct_ids() -> None:
     first, second = chunk("# Example\n\nsame\n\n# Example\n\nsame\n")
     assert first.text == second.text and first.chunk_id != second.chunk_id
     assert chunk_id_for("p.md", "t", 0) != chunk_id_for("p.md", "t", 1)
-
-
-@pytest.mark.parametrize(
-    "fm, expected",
-    [
-        ({"visibility": ["staff"]}, ("staff",)), ({"visibility": "staff"}, ("staff",)),
-        ({"visibility": "staff, admin"}, ("staff", "admin")),
-        ({"visibility": ["staff", "staff", " ops "]}, ("staff", "ops")),
-        ({"visibility": None}, ()), ({"visibility": {"staff": True}}, ()), ({}, ()),
-    ],
-)
-def test_visibility_from_front_matter(fm: dict, expected: tuple[str, ...]) -> None:
-    assert visibility_from_front_matter(fm) == expected
 
 
 def test_chunk_visibility_from_argument_else_front_matter() -> None:
