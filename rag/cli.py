@@ -9,8 +9,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
-import click
 import typer
+from typer._click.exceptions import ClickException, NoArgsIsHelpError, UsageError
 from typer.core import TyperGroup
 
 from rag.errors import EXIT_INTERRUPTED, RagError
@@ -35,17 +35,18 @@ class OneLineErrors(TyperGroup):
             return super().main(args, prog_name, complete_var, standalone_mode, **extra)
         try:
             code = super().main(args, prog_name, complete_var, False, **extra)
-        except click.exceptions.NoArgsIsHelpError as exc:
-            typer.echo(exc.ctx.get_help() if exc.ctx else "", err=True)
+        except NoArgsIsHelpError as exc:
+            if exc.ctx is not None:
+                exc.ctx.get_help()  # typer prints its help panel itself
             code = EXIT_USAGE
-        except click.UsageError as exc:
+        except UsageError as exc:
             hint = f" (see `{exc.ctx.command_path} --help`)" if exc.ctx else ""
             typer.echo(f"error: {one_line(exc.format_message())}{hint}", err=True)
             code = EXIT_USAGE
-        except click.ClickException as exc:
+        except ClickException as exc:
             typer.echo(f"error: {one_line(exc.format_message())}", err=True)
             code = exc.exit_code
-        except (click.Abort, KeyboardInterrupt):
+        except (typer.Abort, KeyboardInterrupt):
             typer.echo("error: interrupted", err=True)
             code = EXIT_INTERRUPTED
         except Exception as exc:  # the last line of defence
