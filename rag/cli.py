@@ -49,6 +49,10 @@ class OneLineErrors(TyperGroup):
         except (typer.Abort, KeyboardInterrupt):
             typer.echo("error: interrupted", err=True)
             code = EXIT_INTERRUPTED
+        except ImportError as exc:  # a broken install, met inside a command
+            typer.echo(f"error: missing dependency ({one_line(exc)}); run scripts/setup.sh",
+                       err=True)
+            code = EXIT_OTHER
         except Exception as exc:  # the last line of defence
             if os.environ.get("RAG_DEBUG"):
                 raise
