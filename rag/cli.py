@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import functools
-import json
 import os
 import sys
 from collections.abc import Callable
@@ -11,10 +10,62 @@ from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
 import typer
+from typer._click.exceptions import ClickException, NoArgsIsHelpError, UsageError
+from typer.core import TyperGroup
 
 from rag.errors import EXIT_INTERRUPTED, RagError
+from rag.terminal import block, json_line, one_line
+
+EXIT_USAGE = 2
+EXIT_OTHER = 3
+
+
+class OneLineErrors(TyperGroup):
+    """Usage errors and unexpected failures as one line on stderr, never a panel or traceback.
+
+    Runs every command non-standalone, so click's exceptions reach this method: a usage
+    error exits 2, any exception no command turned into a RagError exits 3 (RAG_DEBUG=1
+    re-raises it for a traceback).
+    """
+
+    def main(self, args: Any = None, prog_name: str | None = None,
+             complete_var: str | None = None, standalone_mode: bool = True,
+             **extra: Any) -> Any:
+        if not standalone_mode:
+            return super().main(args, prog_name, complete_var, standalone_mode, **extra)
+        try:
+            code = super().main(args, prog_name, complete_var, False, **extra)
+        except NoArgsIsHelpError as exc:
+            if exc.ctx is not None:
+                exc.ctx.get_help()  # typer prints its help panel itself
+            code = EXIT_USAGE
+        except UsageError as exc:
+            hint = f" (see `{exc.ctx.command_path} --help`)" if exc.ctx else ""
+            typer.echo(f"error: {one_line(exc.format_message())}{hint}", err=True)
+            code = EXIT_USAGE
+        except ClickException as exc:
+            typer.echo(f"error: {one_line(exc.format_message())}", err=True)
+            code = exc.exit_code
+        except (typer.Abort, KeyboardInterrupt):
+            typer.echo("error: interrupted", err=True)
+            code = EXIT_INTERRUPTED
+        except ImportError as exc:  # a broken install, met inside a command
+            typer.echo(f"error: missing dependency ({one_line(exc)}); run scripts/setup.sh",
+                       err=True)
+            code = EXIT_OTHER
+        except Exception as exc:  # the last line of defence
+            if os.environ.get("RAG_DEBUG"):
+                raise
+            detail = one_line(str(exc).splitlines()[0][:200] if str(exc) else "")
+            typer.echo(f"error: unexpected {type(exc).__name__}"
+                       f"{': ' + detail if detail else ''} (RAG_DEBUG=1 shows a traceback)",
+                       err=True)
+            code = EXIT_OTHER
+        sys.exit(code if isinstance(code, int) else 0)
+
 
 app = typer.Typer(
+    cls=OneLineErrors,
     add_completion=False,
     no_args_is_help=True,
     pretty_exceptions_enable=False,
@@ -34,7 +85,7 @@ DEFAULT_INDEX = Path("indexes/default")
 
 
 def fail(message: str, code: int) -> typer.Exit:
-    typer.echo(f"error: {message}", err=True)
+    typer.echo(f"error: {one_line(message)}", err=True)
     return typer.Exit(code)
 
 
@@ -58,6 +109,18 @@ def clean_errors(func: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
+def _positive(value: int | None) -> int | None:
+    if value is not None and value < 1:
+        raise typer.BadParameter(f"must be at least 1, not {value}")
+    return value
+
+
+def _not_blank(value: str) -> str:
+    if not value.strip():
+        raise typer.BadParameter("must not be empty")
+    return value
+
+
 def _groups(value: str) -> frozenset[str]:
     return frozenset(g.strip() for g in value.split(",") if g.strip())
 
@@ -69,9 +132,12 @@ def _index_path(index: Path) -> Path:
 
 
 def _settings(config: Path | None) -> Any:
-    from rag.config import load_settings
+    from rag.config import env_warnings, load_settings
 
-    return load_settings(config)
+    settings = load_settings(config)
+    for warning in env_warnings(os.environ, settings):
+        typer.echo(f"warning: {one_line(warning)}", err=True)
+    return settings
 
 
 @app.command()
@@ -90,9 +156,9 @@ def index(
     report = run_index(Path(docs_dir or settings.docs.root), _index_path(index), settings,
                        rebuild=rebuild, show_progress=not json_out)
     for warning in report.warnings:
-        typer.echo(f"warning: {warning}", err=True)
+        typer.echo(f"warning: {one_line(warning)}", err=True)
     if json_out:
-        typer.echo(json.dumps(report.to_dict()))
+        typer.echo(json_line(report.to_dict()))
     else:
         typer.echo(report.summary())
 
@@ -100,11 +166,12 @@ def index(
 @app.command()
 @clean_errors
 def search(
-    query: Annotated[str, typer.Argument(help="What to look for.")],
+    query: Annotated[str, typer.Argument(help="What to look for.", callback=_not_blank)],
     index: IndexOpt = DEFAULT_INDEX,
     config: ConfigOpt = None,
     mode: Annotated[str | None, typer.Option("--mode", help="dense, lexical or hybrid.")] = None,
-    k: Annotated[int | None, typer.Option("--k", "-k", help="Hits to return.")] = None,
+    k: Annotated[int | None, typer.Option("--k", "-k", help="Hits to return.",
+                                          callback=_positive)] = None,
     groups: GroupsOpt = "",
     json_out: JsonOpt = False,
 ) -> None:
@@ -115,12 +182,12 @@ def search(
     hits = retriever.search(query, k=k, mode=mode, groups=_groups(groups))
     for hit in hits:
         if json_out:
-            typer.echo(json.dumps(hit.to_dict(), ensure_ascii=False))
+            typer.echo(json_line(hit.to_dict()))
             continue
         c = hit.chunk
-        snippet = " ".join(c.text.split())[:160]
-        typer.echo(f"{c.source_path}:{c.start_line}-{c.end_line}  {c.heading or '-'}  "
-                   f"{hit.score:.4f}\n    {snippet}")
+        snippet = one_line(" ".join(c.text.split())[:160])
+        typer.echo(f"{one_line(c.source_path)}:{c.start_line}-{c.end_line}  "
+                   f"{one_line(c.heading or '-')}  {hit.score:.4f}\n    {snippet}")
     if not hits and not json_out:
         typer.echo("no hits", err=True)
 
@@ -128,7 +195,7 @@ def search(
 @app.command()
 @clean_errors
 def ask(
-    question: Annotated[str, typer.Argument(help="Your question.")],
+    question: Annotated[str, typer.Argument(help="Your question.", callback=_not_blank)],
     index: IndexOpt = DEFAULT_INDEX,
     config: ConfigOpt = None,
     generator: Annotated[
@@ -147,9 +214,9 @@ def ask(
         result = pipeline.ask(question, mode=mode, groups=_groups(groups))
         docs_root = Path(pipeline.retriever.index.manifest.docs_root)
     if json_out:
-        typer.echo(json.dumps(result.to_dict(), ensure_ascii=False))
+        typer.echo(json_line(result.to_dict()))
     else:
-        typer.echo(render_answer(result, docs_root))
+        typer.echo(block(render_answer(result, docs_root)))
     raise typer.Exit(EXIT_INSUFFICIENT if result.insufficient_evidence else EXIT_ANSWERED)
 
 
@@ -167,10 +234,12 @@ def eval_cmd(
     ] = None,
     out: Annotated[Path | None, typer.Option(
         "--out", help="Report path [default: reports/eval-<generator>.json].")] = None,
-    limit: Annotated[int | None, typer.Option("--limit", help="Only the first N cases.")] = None,
+    limit: Annotated[int | None, typer.Option("--limit", help="Only the first N cases.",
+                                              callback=_positive)] = None,
     baseline: Annotated[Path | None, typer.Option(
         "--baseline", help="Fail when a metric falls below this report's.")] = None,
-    tolerance: Annotated[float, typer.Option("--tolerance", help="Allowed drop.")] = 0.02,
+    tolerance: Annotated[float, typer.Option("--tolerance", help="Allowed drop (0 to 1).",
+                                             min=0.0, max=1.0)] = 0.02,
 ) -> None:
     """Run the answer evaluation; write a JSON report and a chart, print a summary."""
     from rag.eval_run import run_eval_command
@@ -193,7 +262,7 @@ def serve_model(
 
     gen = _settings(config).generation
     model = gen.local_model_path or default_gguf_path()
-    typer.echo(f"serving {Path(model).name} on 127.0.0.1:{port or gen.local_port} (Ctrl-C stops)",
+    typer.echo(f"serving {one_line(Path(model).name)} on 127.0.0.1:{port or gen.local_port} (Ctrl-C stops)",
                err=True)
     serve_forever(model, port or gen.local_port, gen.context_tokens)
 

@@ -10,13 +10,16 @@ import tomllib
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from rag.errors import ConfigError
 
 DEFAULT_CONFIG = Path("configs/default.toml")
 DEFAULT_INDEX = Path("indexes/default")
 ENV_PREFIX = "RAG_"
+# RAG_* variables that are not config values (the API key variable named in the config is
+# allowed too).
+OTHER_ENV = frozenset({"RAG_DEBUG", "RAG_TEST_CRASH_AT"})
 
 
 class _Section(BaseModel):
@@ -125,6 +128,15 @@ class GenerationSettings(_Section):
     local_port: int = Field(
         8765, ge=0, le=65535, description="Port `rag serve-model` uses and `rag ask` looks for."
     )
+    max_statements: int = Field(
+        5, ge=1, le=50,
+        description="Most statements an answer may have (schema maxItems, checked again in "
+        "code: an answer with more is invalid output).",
+    )
+    max_statement_chars: int = Field(
+        1000, ge=20, le=20_000,
+        description="Longest statement accepted from the model; a longer one is invalid output.",
+    )
 
 
 class VerificationSettings(_Section):
@@ -149,8 +161,34 @@ class VerificationSettings(_Section):
 class VisibilitySettings(_Section):
     groups_by_path: dict[str, list[str]] = Field(
         default_factory=dict,
-        description="Glob (relative to the docs root) -> groups allowed; unmatched = public.",
+        description="Glob (relative to the docs root, forward slashes, matched ignoring case) "
+        "-> groups allowed; unmatched = public.",
     )
+
+    @field_validator("groups_by_path")
+    @classmethod
+    def _patterns_can_match(cls, value: dict[str, list[str]]) -> dict[str, list[str]]:
+        """Fail closed: a pattern that can never match would leave its files public."""
+        for pattern, groups in value.items():
+            why = pattern_problem(pattern)
+            if why is None and not [g for g in groups if g.strip()]:
+                why = "has no groups, so its files would be public"
+            if why is not None:
+                raise ValueError(f"pattern {pattern!r} {why}")
+        return value
+
+
+def pattern_problem(pattern: str) -> str | None:
+    """Why a groups_by_path pattern cannot match a path as the indexer sees it, or None."""
+    if not pattern.strip():
+        return "is empty"
+    if "\\" in pattern:
+        return "contains a backslash: use forward slashes, like 'internal/*'"
+    if pattern.startswith(("./", "/")):
+        return "must be relative to the docs root without a leading './' or '/', like 'internal/*'"
+    if ".." in pattern.split("/"):
+        return "contains '..': patterns cannot reach outside the docs root"
+    return None
 
 
 class Settings(_Section):
@@ -165,14 +203,47 @@ class Settings(_Section):
     visibility: VisibilitySettings = VisibilitySettings()
 
 
+def _fields(section: str) -> dict[str, Any]:
+    info = Settings.model_fields.get(section)
+    return {} if info is None else info.annotation.model_fields  # type: ignore[union-attr]
+
+
 def _env_overrides(environ: dict[str, str]) -> dict[str, dict[str, Any]]:
+    """Overrides from RAG_<SECTION>__<FIELD>; a name that matches no config value fails."""
     out: dict[str, dict[str, Any]] = {}
     for key, value in environ.items():
-        if not key.startswith(ENV_PREFIX) or "__" not in key:
+        if not key.startswith(ENV_PREFIX):
+            continue
+        if "__" not in key:
+            if (meant := _near_miss(key)) is not None:
+                raise ConfigError(f"environment variable {key} is not a config override; "
+                                  f"did you mean {meant}?")
             continue
         section, _, name = key[len(ENV_PREFIX):].lower().partition("__")
+        if name not in _fields(section):
+            known = ", ".join(Settings.model_fields)
+            raise ConfigError(f"environment variable {key} names no config value "
+                              f"(RAG_<SECTION>__<FIELD>; sections: {known})")
         out.setdefault(section, {})[name] = value
     return out
+
+
+def _near_miss(key: str) -> str | None:
+    """RAG_RETRIEVAL__K written with one underscore (RAG_RETRIEVAL_K), or None."""
+    rest = key[len(ENV_PREFIX):].lower()
+    for section in Settings.model_fields:
+        if rest.startswith(section + "_") and rest[len(section) + 1:] in _fields(section):
+            return f"{ENV_PREFIX}{section.upper()}__{rest[len(section) + 1:].upper()}"
+    return None
+
+
+def env_warnings(environ: Any, settings: Settings) -> list[str]:
+    """One line for each RAG_* variable that is neither a config override nor a known one."""
+    allowed = OTHER_ENV | {settings.generation.api_key_env}
+    return [f"environment variable {key} is not a config value and is ignored "
+            "(overrides are RAG_<SECTION>__<FIELD>)"
+            for key in sorted(environ) if key.startswith(ENV_PREFIX) and "__" not in key
+            and key not in allowed]
 
 
 def load_settings(path: Path | None = None, environ: dict[str, str] | None = None) -> Settings:
@@ -198,4 +269,5 @@ def load_settings(path: Path | None = None, environ: dict[str, str] | None = Non
     except ValidationError as exc:
         err = exc.errors()[0]
         where = ".".join(str(p) for p in err["loc"])
-        raise ConfigError(f"config {path}: {where}: {err['msg']}") from None
+        msg = str(err["msg"]).removeprefix("Value error, ")
+        raise ConfigError(f"config {path}: {where}: {msg}") from None

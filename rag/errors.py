@@ -7,6 +7,12 @@ class RagError(Exception):
     exit_code = 3
 
 
+class UsageError(RagError):
+    """A command-line argument that cannot be used (an empty question, ``-k 0``)."""
+
+    exit_code = 2
+
+
 class ConfigError(RagError):
     exit_code = 4
 

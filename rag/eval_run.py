@@ -10,6 +10,7 @@ from typing import Any
 from rag.config import Settings
 from rag.errors import ConfigError
 from rag.evaluation import GATED, CaseResult, compare, default_index_for, load_cases, run_eval
+from rag.terminal import one_line
 
 TABLE_METRICS = ("hit@1", "hit@3", "hit@5", "mrr", "evidence_hit", "citation_validity",
                  "citation_precision", "citation_recall", "must_include", "abstention",
@@ -38,7 +39,7 @@ def run_eval_command(
     embedder = make_embedder(settings.embedding)  # loaded once, for indexing and questions
     report = run_index(docs, index, settings, show_progress=True, embedder=embedder)
     for warning in report.warnings:
-        console.print(f"warning: {warning}", markup=False)
+        console.print(f"warning: {one_line(warning)}", markup=False, emoji=False)
     name = generator or settings.generation.generator
     started = time.perf_counter()
     retriever = open_retriever(index, settings, embedder)
@@ -61,14 +62,16 @@ def run_eval_command(
     chart = write_chart(out.parent)
     _print_table(result, out, chart)
     for path in result["missing_sources"]:
-        console.print(f"warning: expected source {path} is not in {docs}", markup=False)
+        console.print(f"warning: expected source {one_line(path)} is not in {one_line(docs)}",
+                      markup=False, emoji=False)
     errors = [c for c in result["cases"] if c["error"]]
     for case in errors[:5]:
-        console.print(f"warning: case {case['id']}: {case['error']}", markup=False)
+        console.print(f"warning: case {one_line(case['id'])}: {one_line(case['error'])}",
+                      markup=False, emoji=False)
     if before is not None:
         regressions = compare(result, before, tolerance)
         for line in regressions:
-            console.print(f"regression: {line}", markup=False)
+            console.print(f"regression: {line}", markup=False, emoji=False)
         if regressions:
             return EXIT_REGRESSION
     return 0

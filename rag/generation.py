@@ -13,7 +13,7 @@ import os
 import re
 import time
 from collections import Counter
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Annotated, Any, Literal, Protocol, Self
 from urllib.parse import urlparse
@@ -40,11 +40,13 @@ insufficient_evidence to true.
 Reply with one JSON object with the keys "statements" (a list of objects with "text" and \
 "evidence") and "insufficient_evidence"."""
 
-MAX_STATEMENTS = 5
+MAX_STATEMENTS = 5  # defaults of generation.max_statements and .max_statement_chars
+MAX_STATEMENT_CHARS = 1000
 LOCAL_MAX_TEXT_CHARS = 200  # grammar-only bound: 5 statements then fit max_tokens=512
 OPENAI_DEFAULT_URL = "https://api.openai.com/v1"
 LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
 BACKOFF_CAP_S = 2.0
+RETRY_AFTER_CAP_S = 30.0  # a 429 asking for a longer wait (or the timeout) fails instead
 # Greedy decoding repeats the same bad output, so a retry after bad output samples a little.
 RETRY_TEMPERATURE = 0.3
 
@@ -97,7 +99,8 @@ def build_prompt(question: str, evidence: Sequence[Evidence]) -> list[dict]:
     return [{"role": "system", "content": RULES}, {"role": "user", "content": user}]
 
 
-def answer_schema(labels: Sequence[str], *, max_text_chars: int | None = None) -> dict:
+def answer_schema(labels: Sequence[str], *, max_text_chars: int | None = None,
+                  max_statements: int = MAX_STATEMENTS) -> dict:
     """JSON schema of ModelAnswer whose evidence items must be one of the shown labels.
 
     ``max_text_chars`` adds string length bounds, which grammar-constrained servers
@@ -109,7 +112,7 @@ def answer_schema(labels: Sequence[str], *, max_text_chars: int | None = None) -
     cited = {"type": "array", "items": {"type": "string", "enum": list(labels)}, "minItems": 1}
     statement = {"type": "object", "properties": {"text": text, "evidence": cited},
                  "required": ["text", "evidence"], "additionalProperties": False}
-    statements = {"type": "array", "items": statement, "maxItems": MAX_STATEMENTS if labels else 0}
+    statements = {"type": "array", "items": statement, "maxItems": max_statements if labels else 0}
     return {"type": "object",
             "properties": {"statements": statements, "insufficient_evidence": {"type": "boolean"}},
             "required": ["statements", "insufficient_evidence"], "additionalProperties": False}
@@ -119,8 +122,16 @@ class AnswerFormatError(ValueError):
     """The model's output is not a valid answer; the message says why in one line."""
 
 
-def parse_answer(content: str, labels: Collection[str]) -> ModelAnswer:
-    """Lenient JSON parse, strict validation, and a check that every label was shown."""
+def parse_answer(content: str, labels: Collection[str], *,
+                 max_statements: int = MAX_STATEMENTS,
+                 max_chars: int = MAX_STATEMENT_CHARS) -> ModelAnswer:
+    """Lenient JSON parse, strict validation, and a check that every label was shown.
+
+    At most ``max_statements`` statements of at most ``max_chars`` characters each: a
+    server that ignores the schema's bounds cannot flood the answer (more is invalid output).
+    """
+    if len(content) > max_statements * (2 * max_chars + 200) + 1000:  # escapes, labels, keys
+        raise AnswerFormatError(f"model output is too long ({len(content)} characters)")
     text = content.strip()
     if text.startswith("```"):  # some servers wrap JSON in a Markdown fence
         text = text.split("\n", 1)[-1].rsplit("```", 1)[0]
@@ -135,6 +146,13 @@ def parse_answer(content: str, labels: Collection[str]) -> ModelAnswer:
         where = ".".join(str(p) for p in err["loc"]) or "answer"
         msg = f"model output did not match the answer schema ({where}: {err['msg']})"
         raise AnswerFormatError(msg) from None
+    if len(answer.statements) > max_statements:
+        raise AnswerFormatError(f"model output has {len(answer.statements)} statements, more "
+                                f"than generation.max_statements={max_statements}")
+    longest = max((len(s.text) for s in answer.statements), default=0)
+    if longest > max_chars:
+        raise AnswerFormatError(f"model output has a statement of {longest} characters, more "
+                                f"than generation.max_statement_chars={max_chars}")
     unknown = sorted({lb for s in answer.statements for lb in s.evidence} - set(labels))
     if unknown:
         raise UnknownLabelError(f"model cited evidence labels that were not shown "
@@ -149,9 +167,11 @@ class UnknownLabelError(AnswerFormatError):
 class _AttemptFailed(Exception):
     """One failed attempt worth retrying; ``reason`` reads well before 'after N attempts'."""
 
-    def __init__(self, reason: str, *, bad_output: bool, citation: bool = False) -> None:
+    def __init__(self, reason: str, *, bad_output: bool, citation: bool = False,
+                 retry_after: float | None = None) -> None:
         super().__init__(reason)
         self.reason, self.bad_output, self.citation = reason, bad_output, citation
+        self.retry_after = retry_after  # seconds a 429 asked us to wait
 
 
 def _root_cause(exc: BaseException) -> str:
@@ -160,6 +180,23 @@ def _root_cause(exc: BaseException) -> str:
         if isinstance(exc, ConnectionRefusedError) or "refused" in str(exc).lower():
             return "connection refused"
     return str(exc).splitlines()[0][:120] if str(exc) else type(exc).__name__
+
+
+def _retry_after(response: Any) -> float | None:
+    """Seconds from a Retry-After header (a number or an HTTP date), or None."""
+    value = str(getattr(response, "headers", {}).get("retry-after") or "").strip()
+    if not value:
+        return None
+    try:
+        seconds = float(value)
+    except ValueError:
+        from email.utils import parsedate_to_datetime
+
+        try:
+            seconds = parsedate_to_datetime(value).timestamp() - time.time()
+        except (TypeError, ValueError, IndexError):
+            return None
+    return max(seconds, 0.0) if math.isfinite(seconds) else None
 
 
 class OpenAIGenerator:
@@ -174,10 +211,12 @@ class OpenAIGenerator:
         base_url: str | None = None,
         structured: Literal["json_schema", "json_object"] = "json_schema",
         backoff_s: float = 0.2,
+        sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         import openai  # heavy import, only when a model is really used
 
         self.settings = settings
+        self._sleep = sleep
         self.structured = structured
         self.backoff_s = backoff_s
         self.base_url = (base_url or settings.base_url or OPENAI_DEFAULT_URL).rstrip("/")
@@ -201,11 +240,14 @@ class OpenAIGenerator:
         self.close()
 
     def _response_format(self, labels: Sequence[str]) -> dict:
+        most = self.settings.max_statements
         if self.structured == "json_object":  # llama.cpp: the schema becomes a grammar
             return {"type": "json_object",
-                    "schema": answer_schema(labels, max_text_chars=LOCAL_MAX_TEXT_CHARS)}
+                    "schema": answer_schema(labels, max_text_chars=LOCAL_MAX_TEXT_CHARS,
+                                            max_statements=most)}
         return {"type": "json_schema",
-                "json_schema": {"name": "answer", "schema": answer_schema(labels),
+                "json_schema": {"name": "answer",
+                                "schema": answer_schema(labels, max_statements=most),
                                 "strict": True}}
 
     def generate(self, question: str, evidence: Sequence[Evidence]) -> GenerationResult:
@@ -228,8 +270,16 @@ class OpenAIGenerator:
                 reason, citation = failure.reason, failure.citation
                 if failure.bad_output:
                     temperature = max(temperature, RETRY_TEMPERATURE)
+                wait = min(self.backoff_s * 2 ** (attempt - 1), BACKOFF_CAP_S)
+                if failure.retry_after is not None and attempt < attempts:
+                    most = min(RETRY_AFTER_CAP_S, self.settings.timeout_s)
+                    if failure.retry_after > most:  # retrying sooner would only be refused
+                        raise GenerationError(
+                            f"{reason}; it asks to retry after {failure.retry_after:g}s, "
+                            f"more than the {most:g}s this command waits") from None
+                    wait = max(wait, failure.retry_after)
             if attempt < attempts:
-                time.sleep(min(self.backoff_s * 2 ** (attempt - 1), BACKOFF_CAP_S))
+                self._sleep(wait)
         plural = "s" if attempts > 1 else ""
         error = CitationError if citation else GenerationError
         raise error(f"{reason} after {attempts} attempt{plural}")
@@ -243,20 +293,43 @@ class OpenAIGenerator:
             response = self._client.chat.completions.create(**request, temperature=temperature)
         except openai.APIError as exc:
             raise self._transport_failure(exc) from None
-        if response.usage is not None:
-            usage[0] += response.usage.prompt_tokens or 0
-            usage[1] += response.usage.completion_tokens or 0
-        if not response.choices:
-            raise _AttemptFailed("model returned no answer", bad_output=True)
-        choice = response.choices[0]
-        if choice.finish_reason == "length":
+        except ValueError:  # a 200 whose body is not JSON (an HTML error page, a proxy)
+            raise self._not_a_completion("a body that is not JSON") from None
+        content, finish, model = self._read_completion(response, usage)
+        if finish == "length":
             raise _AttemptFailed(self._cut_off_reason(response.usage), bad_output=True)
         try:
-            answer = parse_answer(choice.message.content or "", labels)
+            answer = parse_answer(content, labels, max_statements=self.settings.max_statements,
+                                  max_chars=self.settings.max_statement_chars)
         except AnswerFormatError as exc:
             raise _AttemptFailed(str(exc), bad_output=True,
                                  citation=isinstance(exc, UnknownLabelError)) from None
-        return answer, response.model or self.settings.model
+        return answer, model or self.settings.model
+
+    def _not_a_completion(self, what: str) -> _AttemptFailed:
+        return _AttemptFailed(f"model endpoint {self.base_url} answered with {what}, not a "
+                              "chat completion", bad_output=False)
+
+    def _read_completion(self, response: Any, usage: list[int]) -> tuple[str, Any, str | None]:
+        """(content, finish reason, model) of a response whose shape is checked, not trusted."""
+        if isinstance(response, str | bytes):  # the client hands back non-JSON bodies as is
+            raise self._not_a_completion("a body that is not JSON")
+        choices = getattr(response, "choices", None)
+        if not isinstance(choices, list):
+            raise self._not_a_completion("JSON without a list of choices")
+        counts = getattr(response, "usage", None)
+        for i, name in enumerate(("prompt_tokens", "completion_tokens")):
+            value = getattr(counts, name, None)
+            usage[i] += value if isinstance(value, int) and value > 0 else 0
+        if not choices:
+            raise _AttemptFailed("model returned no answer", bad_output=True)
+        message = getattr(choices[0], "message", None)
+        content = getattr(message, "content", None)
+        if content is not None and not isinstance(content, str):
+            raise self._not_a_completion("a choice whose content is not text")
+        model = getattr(response, "model", None)
+        return content or "", getattr(choices[0], "finish_reason", None), (
+            model if isinstance(model, str) else None)
 
     def _transport_failure(self, exc: Exception) -> Exception:
         """Down, slow, rate-limited and 5xx are worth a retry; other HTTP errors are not."""
@@ -268,7 +341,8 @@ class OpenAIGenerator:
         elif isinstance(exc, openai.APIConnectionError):
             why = f"is not reachable ({_root_cause(exc)})"
         elif isinstance(exc, openai.APIStatusError) and exc.status_code == 429:
-            why = "kept rate-limiting (HTTP 429)"
+            return _AttemptFailed(f"model endpoint {url} kept rate-limiting (HTTP 429)",
+                                  bad_output=False, retry_after=_retry_after(exc.response))
         elif isinstance(exc, openai.APIStatusError) and exc.status_code >= 500:
             why = f"failed (HTTP {exc.status_code})"
         else:

@@ -133,15 +133,29 @@ def read_text(path: Path, rel: str, max_bytes: int) -> tuple[str | None, bytes |
     return text, raw, None
 
 
+def pattern_matches(pattern: str, rel: str) -> bool:
+    """A groups_by_path pattern against a docs-relative path, ignoring case on every
+    filesystem: ``internal/*`` restricts ``Internal/x.md`` too, so a folder's spelling can
+    never make a file public, and the same docs get the same visibility everywhere."""
+    return fnmatch.fnmatchcase(rel.casefold(), pattern.casefold())
+
+
 def visibility_for(rel: str, front_matter: Sequence[str], settings: Settings) -> tuple[str, ...]:
     """Front matter wins; otherwise the groups of every matching config pattern; else public."""
     if front_matter:
         return tuple(sorted(set(front_matter)))
     groups: set[str] = set()
     for pattern, allowed in settings.visibility.groups_by_path.items():
-        if fnmatch.fnmatchcase(rel, pattern):
-            groups.update(allowed)
+        if pattern_matches(pattern, rel):
+            groups.update(g for g in allowed if g.strip())
     return tuple(sorted(groups))
+
+
+def unmatched_patterns(rels: Sequence[str], settings: Settings) -> list[str]:
+    """One warning for each groups_by_path pattern that matches no file."""
+    return [f"visibility.groups_by_path pattern {pattern!r} matches no file: nothing is "
+            "restricted by it" for pattern in settings.visibility.groups_by_path
+            if not any(pattern_matches(pattern, rel) for rel in rels)]
 
 
 def _expected_manifest(settings: Settings, embedder: Embedder, docs_root: Path) -> store.Manifest:
@@ -178,6 +192,10 @@ def build_index(
                 f"index {index_root}: {problems[0]}; rebuild with `rag index --rebuild`"
             )
         files, report.warnings = walk_docs(docs_root, settings.docs.extensions)
+        if not files:  # nothing written: an existing index stays as it was
+            raise IndexingError(f"docs folder {docs_root} has no Markdown files "
+                                f"({', '.join(settings.docs.extensions)}); nothing to index")
+        report.warnings += unmatched_patterns([rel for rel, _ in files], settings)
         chunks, manifest_files = _chunk_files(files, old, settings, embedder, report)
         vectors = _update_vectors(chunks, old, settings, embedder, report, progress)
         from rag.lexical import LexicalIndex

@@ -65,13 +65,49 @@ class LexicalIndex:
 
     @classmethod
     def load(cls, folder: Path) -> LexicalIndex:
-        size = json.loads((folder / "lexical.json").read_text(encoding="utf-8"))["size"]
+        """Read a saved index, checking shapes and bounds: damage is an IndexingError."""
+        from rag.errors import IndexingError
+
+        try:
+            return cls._load(folder)
+        except FileNotFoundError as exc:
+            name = Path(exc.filename or "?").name
+            why = f"{name} is missing"
+        except (OSError, ValueError, KeyError, TypeError, EOFError) as exc:
+            why = str(exc).splitlines()[0][:160] if str(exc) else type(exc).__name__
+        raise IndexingError(f"lexical index {folder} is damaged ({why}); "
+                            "rebuild with `rag index --rebuild`")
+
+    @classmethod
+    def _load(cls, folder: Path) -> LexicalIndex:
+        meta = json.loads((folder / "lexical.json").read_text(encoding="utf-8"))
+        size = meta.get("size") if isinstance(meta, dict) else None
+        if not isinstance(size, int) or isinstance(size, bool) or size < 0:
+            raise ValueError("lexical.json has no row count")
         if size == 0:
             return cls.build([])
         vocab = json.loads((folder / "vocab.index.json").read_text(encoding="utf-8"))
-        arrays = [np.load(folder / f"{name}.csc.index.npy", mmap_mode="r")
-                  for name in ("data", "indices", "indptr")]
-        return cls(size, vocab, *arrays)
+        if not isinstance(vocab, dict) or not all(
+                isinstance(v, int) and not isinstance(v, bool) for v in vocab.values()):
+            raise ValueError("vocab.index.json is not a word -> id map")
+        data, indices, indptr = (np.load(folder / f"{name}.csc.index.npy", mmap_mode="r")
+                                 for name in ("data", "indices", "indptr"))
+        if data.ndim != 1 or indices.ndim != 1 or indptr.ndim != 1 or len(indptr) == 0:
+            raise ValueError("an array has the wrong shape")
+        if not (np.issubdtype(data.dtype, np.floating) and np.issubdtype(indices.dtype, np.integer)
+                and np.issubdtype(indptr.dtype, np.integer)):
+            raise ValueError("an array has the wrong type")
+        if len(data) != len(indices) or indptr[0] != 0 or indptr[-1] != len(data):
+            raise ValueError("data, indices and indptr do not agree")
+        if len(indptr) > 1 and np.any(np.diff(indptr) < 0):
+            raise ValueError("indptr is not sorted")
+        if len(indices) and (indices.min() < 0 or indices.max() >= size):
+            raise ValueError("a row index is out of range")
+        if vocab and (min(vocab.values()) < 0 or max(vocab.values()) >= len(indptr)):
+            raise ValueError("a word id is out of range")
+        # bm25s gives its "" placeholder the last id, which has no column: never look it up.
+        vocab = {w: i for w, i in vocab.items() if i < len(indptr) - 1}
+        return cls(size, vocab, data, indices, indptr)
 
     def scores(self, words: Sequence[str]) -> np.ndarray:
         """BM25 score of every row for these (already tokenized) query words."""

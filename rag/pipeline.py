@@ -219,34 +219,36 @@ def _unique(citations: Iterable[Citation]) -> tuple[Citation, ...]:
 
 def render_answer(answer: Answer, docs_root: Path | None = None) -> str:
     """Plain text: the answer, then each citation as path:start-end (heading) with its lines
-    quoted from the file (checked against the file as it is now)."""
+    quoted from the file (checked against the file as it is now). Every field from a document
+    or the model is made terminal-safe and kept on its own line (rag.terminal.one_line)."""
+    from rag.terminal import one_line as safe
     from rag.verification import quote_lines
 
     lines: list[str] = []
     if answer.extractive_fallback:
         lines.append("[extractive answer: the model's answer failed verification]")
-    lines.append(answer.answer)
+    lines.append(safe(answer.answer))
     for s in answer.unsupported:
-        lines.append(f"[unsupported, not part of the answer] {s.text}")
+        lines.append(f"[unsupported, not part of the answer] {safe(s.text)}")
     if answer.insufficient_evidence and answer.evidence:
         lines.append("\nClosest evidence:")
-        lines.extend(f"  {e.chunk.source_path}:{e.chunk.start_line}-{e.chunk.end_line} "
-                     f"({e.chunk.heading or '-'})" for e in answer.evidence[:3])
+        lines.extend(f"  {safe(e.chunk.source_path)}:{e.chunk.start_line}-{e.chunk.end_line} "
+                     f"({safe(e.chunk.heading or '-')})" for e in answer.evidence[:3])
     if answer.citations:
         lines.append("\nCitations:")
     by_label = {e.label: e for e in answer.evidence}
     for c in answer.citations:
-        lines.append(f"  [{c.label}] {c.source_path}:{c.start_line}-{c.end_line} "
-                     f"({c.heading or '-'})")
+        lines.append(f"  [{c.label}] {safe(c.source_path)}:{c.start_line}-{c.end_line} "
+                     f"({safe(c.heading or '-')})")
         quoted: list[tuple[int, str]] = []
         note: str | None = "the docs folder is unknown"
         if docs_root is not None:
             quoted, note = quote_lines(docs_root, c.source_path, c.start_line, c.end_line,
                                        by_label[c.label].chunk.text)
         if note is not None:
-            lines.append(f"        ({note})")
+            lines.append(f"        ({safe(note)})")
             continue
-        lines.extend(f"    {n:>5} | {text}" for n, text in quoted[:MAX_QUOTED])
+        lines.extend(f"    {n:>5} | {safe(text)}" for n, text in quoted[:MAX_QUOTED])
         if len(quoted) > MAX_QUOTED:
             lines.append(f"          | ... ({len(quoted) - MAX_QUOTED} more lines)")
     if any(reason == "budget" for _, reason in answer.excluded):

@@ -37,6 +37,7 @@ FORMAT_VERSION = 1
 CURRENT = "CURRENT"
 LOCK = ".lock"
 KEEP_VERSIONS = 2  # the live one and the one before, for readers that are still loading
+REBUILD = "rebuild with `rag index --rebuild`"
 
 
 def faiss_id(chunk_id: str) -> int:
@@ -71,7 +72,18 @@ class Manifest:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Manifest:
-        files = {p: FileEntry(**e) for p, e in data.get("files", {}).items()}
+        """Read a manifest, checking every field's type; ValueError names what is wrong."""
+        _check_fields(data, _MANIFEST_FIELDS, "manifest")
+        chunking = data["chunking"]
+        if not all(isinstance(v, int) and not isinstance(v, bool) for v in chunking.values()):
+            raise ValueError("manifest: chunking holds a value that is not a whole number")
+        files = {}
+        for path, entry in data.get("files", {}).items():
+            _check_fields(entry, _FILE_FIELDS, f"manifest entry {path!r}")
+            if not all(isinstance(x, str) for x in entry["chunk_ids"] + entry.get(
+                    "visibility", [])):
+                raise ValueError(f"manifest entry {path!r}: a chunk id or group is not text")
+            files[path] = FileEntry(**entry)
         return cls(**{**data, "files": files})
 
     def mismatches(self, other: Manifest) -> list[str]:
@@ -82,6 +94,64 @@ class Manifest:
             if mine != theirs:
                 out.append(f"{name} is {mine!r} in the index but {theirs!r} in the config")
         return out
+
+
+# name -> (accepted types, required): what a damaged file is checked against on load.
+_Fields = dict[str, tuple[tuple[type, ...], bool]]
+_MANIFEST_FIELDS: _Fields = {
+    "embedding_model": ((str,), True), "dimension": ((int,), True),
+    "vector_kind": ((str,), True), "chunking": ((dict,), True), "index_kind": ((str,), True),
+    "docs_root": ((str,), False), "files": ((dict,), False), "format_version": ((int,), False),
+    "created": ((int, float), False),
+}
+_FILE_FIELDS: _Fields = {
+    "source_id": ((str,), True), "content_hash": ((str,), True), "chunk_ids": ((list,), True),
+    "visibility": ((list,), False),
+}
+_CHUNK_FIELDS: _Fields = {
+    "chunk_id": ((str,), True), "source_id": ((str,), True), "source_path": ((str,), True),
+    "text": ((str,), True), "start_line": ((int,), True), "end_line": ((int,), True),
+    "heading": ((str, type(None)), False), "visibility": ((list,), False),
+}
+_HEX = frozenset("0123456789abcdef")
+
+
+class DamagedFile(ValueError):
+    """A file of an index version does not hold what it should; the message says what."""
+
+
+def _check_fields(data: object, fields: _Fields, what: str) -> None:
+    """ValueError unless ``data`` is an object with exactly these keys, of these types."""
+    if not isinstance(data, dict):
+        raise DamagedFile(f"{what} is not a JSON object")
+    for name, (types, required) in fields.items():
+        if name not in data:
+            if required:
+                raise ValueError(f"{what} has no {name!r}")
+            continue
+        value = data[name]
+        if isinstance(value, bool) or not isinstance(value, types):
+            raise DamagedFile(f"{what}: {name!r} has the wrong type ({type(value).__name__})")
+    extra = sorted(set(data) - set(fields))
+    if extra:
+        raise ValueError(f"{what} has an unexpected key {extra[0]!r}")
+
+
+def chunk_from_json(line: str, number: int) -> Chunk:
+    """One chunks.jsonl line as a Chunk; ValueError says which line and what is wrong."""
+    what = f"chunks.jsonl line {number}"
+    try:
+        data = json.loads(line)
+    except ValueError:
+        raise ValueError(f"{what} is not valid JSON") from None
+    _check_fields(data, _CHUNK_FIELDS, what)
+    if len(data["chunk_id"]) < 15 or not set(data["chunk_id"]) <= _HEX:
+        raise ValueError(f"{what}: chunk_id is not a hex id")
+    if not 1 <= data["start_line"] <= data["end_line"]:
+        raise ValueError(f"{what}: line range {data['start_line']}-{data['end_line']}")
+    if not all(isinstance(g, str) for g in data.get("visibility") or ()):
+        raise ValueError(f"{what}: a visibility group is not text")
+    return Chunk.from_dict(data)
 
 
 @dataclass
@@ -107,7 +177,12 @@ class IndexVersion:
         if self._lexical is None:
             from rag.lexical import LexicalIndex
 
-            self._lexical = LexicalIndex.load(self.path / "lexical")
+            lexical = LexicalIndex.load(self.path / "lexical")
+            if lexical.size != len(self.chunks):
+                raise IndexingError(
+                    f"index {self.path.parent}: the lexical index has {lexical.size} rows for "
+                    f"{len(self.chunks)} chunks; {REBUILD}")
+            self._lexical = lexical
         return self._lexical
 
 
@@ -154,16 +229,20 @@ def read_manifest(root: Path) -> Manifest | None:
         return None
     try:
         data = json.loads((version / "manifest.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
+    except OSError as exc:
         raise IndexingError(
-            f"index {root}: manifest unreadable ({exc}); rebuild with `rag index --rebuild`"
-        ) from None
-    if data.get("format_version") != FORMAT_VERSION:
+            f"index {root}: manifest unreadable ({exc.strerror or exc}); {REBUILD}") from None
+    except ValueError:
+        raise IndexingError(f"index {root}: manifest.json is not valid JSON; {REBUILD}") from None
+    if isinstance(data, dict) and data.get("format_version") != FORMAT_VERSION:
         raise IndexingError(
-            f"index {root}: format version {data.get('format_version')} is not "
-            f"{FORMAT_VERSION}; rebuild with `rag index --rebuild`"
+            f"index {root}: format version {data.get('format_version')!r} is not "
+            f"{FORMAT_VERSION}; {REBUILD}"
         )
-    return Manifest.from_dict(data)
+    try:
+        return Manifest.from_dict(data)
+    except ValueError as exc:
+        raise IndexingError(f"index {root}: {exc}; {REBUILD}") from None
 
 
 def load(root: Path, *, mmap: bool = False) -> IndexVersion:
@@ -177,19 +256,43 @@ def load(root: Path, *, mmap: bool = False) -> IndexVersion:
     assert version is not None
     try:
         with open(version / "chunks.jsonl", encoding="utf-8") as fh:
-            chunks = [Chunk.from_dict(json.loads(line)) for line in fh if line.strip()]
+            chunks = [chunk_from_json(line, n) for n, line in enumerate(fh, 1) if line.strip()]
         flags = faiss.IO_FLAG_MMAP | faiss.IO_FLAG_READ_ONLY if mmap else 0
         vectors = faiss.read_index(str(version / "vectors.faiss"), flags)
-    except (OSError, ValueError, KeyError, RuntimeError) as exc:
-        raise IndexingError(
-            f"index {root}: cannot load {version.name} ({exc}); rebuild with `rag index --rebuild`"
-        ) from None
-    if vectors.ntotal != len(chunks) or vectors.d != manifest.dimension:
-        raise IndexingError(
-            f"index {root}: {vectors.ntotal} vectors for {len(chunks)} chunks; "
-            "rebuild with `rag index --rebuild`"
-        )
+    except OSError as exc:
+        raise IndexingError(f"index {root}: cannot read {version.name} "
+                            f"({exc.strerror or exc}); {REBUILD}") from None
+    except UnicodeDecodeError:
+        raise IndexingError(f"index {root}: chunks.jsonl is not UTF-8; {REBUILD}") from None
+    except ValueError as exc:
+        raise IndexingError(f"index {root}: {exc}; {REBUILD}") from None
+    except RuntimeError:  # FAISS: truncated or not an index
+        raise IndexingError(f"index {root}: vectors.faiss cannot be read; {REBUILD}") from None
+    problem = _consistency_problem(manifest, chunks, vectors)
+    if problem:
+        raise IndexingError(f"index {root}: {problem}; {REBUILD}")
     return IndexVersion(version, manifest, chunks, vectors)
+
+
+def _consistency_problem(manifest: Manifest, chunks: list[Chunk], vectors: Any) -> str | None:
+    """What makes manifest, chunks and vectors disagree, or None."""
+    import faiss
+
+    if vectors.ntotal != len(chunks):
+        return f"{vectors.ntotal} vectors for {len(chunks)} chunks"
+    if vectors.d != manifest.dimension:
+        return f"vectors have {vectors.d} dimensions, the manifest says {manifest.dimension}"
+    ids = {faiss_id(c.chunk_id) for c in chunks}
+    if len(ids) != len(chunks):
+        return "chunks.jsonl holds a chunk id twice"
+    id_map = getattr(vectors, "id_map", None)
+    if id_map is None or set(faiss.vector_to_array(id_map).tolist()) != ids:
+        return "vectors.faiss does not hold the vectors of the chunks in chunks.jsonl"
+    known = {c.chunk_id for c in chunks}
+    for path, entry in manifest.files.items():
+        if not set(entry.chunk_ids) <= known:
+            return f"the manifest lists chunks of {path} that chunks.jsonl lacks"
+    return None
 
 
 @contextmanager

@@ -25,6 +25,8 @@ class Reply:
     finish_reason: str = "stop"
     delay_s: float = 0.0  # sleep before answering (timeouts)
     raw_body: bytes | None = None  # sent as is instead of a completion
+    content_type: str = "application/json"
+    headers: tuple[tuple[str, str], ...] = ()  # extra response headers (Retry-After)
     prompt_tokens: int = 11
     completion_tokens: int = 7
 
@@ -103,10 +105,13 @@ class FakeOpenAIServer:
             def log_message(self, *args: object) -> None:  # keep test output clean
                 pass
 
-            def _send(self, status: int, body: bytes) -> None:
+            def _send(self, status: int, body: bytes, reply: Reply | None = None) -> None:
                 try:
                     self.send_response(status)
-                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Type",
+                                     reply.content_type if reply else "application/json")
+                    for name, value in reply.headers if reply else ():
+                        self.send_header(name, value)
                     self.send_header("Content-Length", str(len(body)))
                     self.end_headers()
                     self.wfile.write(body)
@@ -129,9 +134,9 @@ class FakeOpenAIServer:
                 if reply.status != 200:
                     error = {"error": {"message": f"scripted HTTP {reply.status}",
                                        "type": "fake", "code": reply.status}}
-                    self._send(reply.status, json.dumps(error).encode())
+                    self._send(reply.status, json.dumps(error).encode(), reply)
                     return
-                self._send(200, reply.raw_body or fake._completion(reply))
+                self._send(200, reply.raw_body or fake._completion(reply), reply)
 
         return Handler
 
