@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_validator
 
 from rag.errors import CitationError, RagError
 from rag.paths import check_inside, check_relative
@@ -183,6 +183,15 @@ class VerifyRequest(BaseModel):
     answer: dict[str, Any] = Field(..., description="A saved answer, as `rag ask --json` "
                                    "prints it or `POST /ask` returns it.")
     groups: list[str] = Field(default_factory=list, description="Groups of the asking user.")
+
+    @field_validator("answer")
+    @classmethod
+    def _has_citations(cls, value: dict[str, Any]) -> dict[str, Any]:
+        try:
+            _citations(value)
+        except RagError as exc:
+            raise ValueError(str(exc)) from None
+        return value
 
 
 class RecheckOut(BaseModel):
