@@ -101,7 +101,8 @@ def watch_server(state: Any, ready: Callable[[], None] | None = None) -> Callabl
         args=(state.docs, state.index_root, state.settings, reindex),
         kwargs={"on_update": lambda r: log(f"re-indexed: {r.summary()}"),
                 "on_error": lambda msg: log(f"warning: re-index failed: {msg}"),
-                "ready": ready, "stop": stop},
+                "ready": ready or (lambda: log(f"watching {state.docs} for changes")),
+                "stop": stop},
     )
     thread.start()
 
