@@ -215,7 +215,11 @@ def verify_payload(request: VerifyRequest, docs: Path, version: Any,
     """`POST /verify`: recheck with the visibility of the caller's groups, over one version."""
     groups = frozenset(g.strip() for g in request.groups if g.strip())
 
+    exts = tuple(e.lower() for e in settings.docs.extensions)
+
     def allowed(rel: str, lines: list[str] | None) -> bool:
+        if any(p.startswith(".") for p in rel.split("/")) or not rel.lower().endswith(exts):
+            return False  # only docs files: never an oracle for other files in the folder
         entry = version.manifest.files.get(rel)
         front = entry.visibility if entry is not None else []
         return may_see(groups, restricted_to(rel, version.chunks, front, lines, settings))

@@ -164,6 +164,17 @@ def test_http_verify_never_checks_a_file_the_caller_may_not_see(client: TestClie
     assert resp.status_code == 403 and "runbook" not in resp.text
     resp = client.post("/verify", json={"answer": answer, "groups": ["staff"]})
     assert resp.status_code == 200 and resp.json()["all_exact"]
+    for path in (".hidden/notes.md", "settings.toml"):  # files that are not docs sources
+        (docs_dir(client) / path).parent.mkdir(exist_ok=True)
+        (docs_dir(client) / path).write_text("secret = 1\n", encoding="utf-8")
+        forged = {"citations": [{"label": "E1", "source_path": path, "start_line": 1,
+                                 "end_line": 1, "text": "secret = 1"}]}
+        assert client.post("/verify", json={"answer": forged}).status_code == 403
+
+
+def docs_dir(client: TestClient) -> Path:
+    return Path(client.app.state.rag.docs)  # type: ignore[attr-defined]
+
 
 def test_http_verify_refuses_what_is_not_an_answer(client: TestClient):
     resp = client.post("/verify", json={"answer": {"no": "citations"}})
