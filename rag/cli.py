@@ -32,7 +32,7 @@ GroupsOpt = Annotated[
 DocsOpt = Annotated[Path | None, typer.Option(
     "--docs", help="Docs folder; indexed first (without --index: into a cache per folder).")]
 MaybeIndexOpt = Annotated[Path | None, typer.Option(
-    "--index", help="Index folder [default: indexes/default, or the --docs folder's cache].")]
+    "--index", help="Index folder (default: indexes/default, or the --docs folder's cache).")]
 F = TypeVar("F", bound=Callable[..., Any])
 DEFAULT_INDEX = Path("indexes/default")
 
@@ -181,7 +181,7 @@ def ask(
     mode: Annotated[str | None, typer.Option("--mode", help="dense, lexical or hybrid.")] = None,
     k: Annotated[int | None, typer.Option(
         "--k", "-k", min=1, max=1000,
-        help="Hits retrieved before evidence selection [default: retrieval.k].")] = None,
+        help="Hits retrieved before evidence selection (default: retrieval.k).")] = None,
     groups: GroupsOpt = "",
     json_out: JsonOpt = False,
 ) -> None:
@@ -290,8 +290,7 @@ def mcp(
         "--groups", help="Comma-separated groups the server acts for (never from a tool call).")]
     = "",
 ) -> None:
-    """Model Context Protocol server over stdio: search_docs, ask_docs, read_lines,
-    list_sources."""
+    """MCP server over stdio: search_docs, ask_docs, read_lines, list_sources."""
     from rag.mcp_server import run_mcp
 
     settings = _settings(config)
@@ -305,12 +304,14 @@ def mcp(
 def verify(
     answer_file: Annotated[Path, typer.Argument(help="A saved `rag ask --json` answer.")],
     docs: Annotated[Path | None, typer.Option(
-        "--docs", help="Docs folder [default: the one the answer was made from].")] = None,
+        "--docs", help="Docs folder (default: the one the answer was made from).")] = None,
     config: ConfigOpt = None,
     json_out: JsonOpt = False,
 ) -> None:
-    """Re-check a saved answer's citations against the docs now: exact, moved, changed or
-    gone. Exit 0 only when all are exact, 8 otherwise."""
+    """Re-check a saved answer's citations against the docs now (exit 8 unless all exact).
+
+    Each citation is exact, moved (same lines at another range), changed, or gone.
+    """
     from rag.reverify import verify_file
 
     code = verify_file(answer_file, docs, _settings(config), json_out=json_out,
