@@ -71,8 +71,8 @@ def watch_loop(
         except (RagError, OSError) as exc:  # e.g. the folder is gone for a moment: keep watching
             on_error(str(exc))
             continue
-        if report is not None:
-            on_update(report)
+        if report is not None and (report.added or report.changed or report.removed):
+            on_update(report)  # not a re-index that found every file as it was
 
 
 def watch_server(state: Any, ready: Callable[[], None] | None = None) -> Callable[[], None]:

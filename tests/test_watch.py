@@ -29,6 +29,13 @@ WAIT_S = 60  # an upper bound for the watcher to react, never an expected durati
 NEW_TEXT = "# FAQ\n\nThe quokka mascot is called Quinn.\n"
 
 
+def edit(path: Path, text: str) -> None:
+    """Save as editors do: write a temp file, then rename it over the old one."""
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
+
+
 def wait_until(check: Callable[[], bool], what: str) -> None:
     deadline = time.monotonic() + WAIT_S
     while not check():
@@ -66,7 +73,7 @@ def test_watch_loop_reindexes_after_an_edit(docs: Path, tmp_path: Path, settings
     thread.start()
     try:
         assert ready.wait(WAIT_S)
-        (docs / "faq.md").write_text(NEW_TEXT, encoding="utf-8")
+        edit(docs / "faq.md", NEW_TEXT)
         report = reports.get(timeout=WAIT_S)
         assert report.changed == ["faq.md"] and report.chunks_embedded == 1
         assert top_path(index, settings, embedder, "quokka") == "faq.md"
@@ -91,7 +98,7 @@ def test_serve_watch_swaps_in_the_new_index(docs: Path, tmp_path: Path, settings
         stop = watch_server(app.state.rag, ready=ready.set)
         try:
             assert ready.wait(WAIT_S) and paths() == []
-            (docs / "faq.md").write_text(NEW_TEXT, encoding="utf-8")
+            edit(docs / "faq.md", NEW_TEXT)
             wait_until(lambda: paths()[:1] == ["faq.md"], "the edit to reach /search")
             assert client.get("/health").json()["version"] != version
             answer = client.post("/ask", json={"question": "What is the quokka mascot called?"})
@@ -132,7 +139,7 @@ def test_index_watch_command_reindexes_and_stops_on_ctrl_c(docs: Path, tmp_path:
         assert "7 added" in next_line("out", "files:")
         next_line("err", "watching")
         live = (index / store.CURRENT).read_text()
-        (docs / "faq.md").write_text(NEW_TEXT, encoding="utf-8")
+        edit(docs / "faq.md", NEW_TEXT)
         assert "1 changed" in next_line("out", "files:")
         assert (index / store.CURRENT).read_text() != live
         proc.send_signal(signal.SIGINT)
