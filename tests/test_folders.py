@@ -108,3 +108,20 @@ def test_ask_k_limits_the_hits_before_evidence(docs: Path, fake):
 def test_version_is_printed():
     code, out, _ = run("--version")
     assert code == 0 and out.startswith("rag ")
+
+
+def test_eval_with_an_index_reads_the_docs_it_was_built_from(docs: Path, fake, tmp_path: Path,
+                                                             monkeypatch: pytest.MonkeyPatch):
+    index = tmp_path / "idx"
+    assert run("index", str(docs), "--index", str(index))[0] == 0
+    eval_file = tmp_path / "eval.jsonl"
+    eval_file.write_text(json.dumps({"id": "p", "question": QUESTION,
+                                     "expected_sources": ["server-ports.md"]}) + "\n",
+                         encoding="utf-8")
+    monkeypatch.chdir(tmp_path)  # docs.root (corpus/) does not exist here
+    out = tmp_path / "report.json"
+    code, _, err = run("eval", str(eval_file), "--index", str(index), "--generator",
+                       "extractive", "--out", str(out))
+    assert code == 0, err
+    report = json.loads(out.read_text(encoding="utf-8"))
+    assert report["docs"] == str(docs.resolve()) and not report["missing_sources"]
