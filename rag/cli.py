@@ -295,7 +295,6 @@ def mcp(
 
     settings = _settings(config)
     target = _target(index, docs, settings, quiet=True)  # stdout carries the protocol
-    assert target.docs is not None
     run_mcp(target.index, target.docs, settings, generator=generator, groups=_groups(groups))
 
 

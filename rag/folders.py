@@ -137,7 +137,7 @@ class Target:
     """What a command works on: the index folder, the docs folder, a loaded embedder if any."""
 
     index: Path
-    docs: Path | None
+    docs: Path
     embedder: Embedder | None = None
 
 
