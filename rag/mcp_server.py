@@ -169,4 +169,7 @@ def run_mcp(index: Path, docs: Path, settings: Settings, *, generator: str | Non
             groups: frozenset[str]) -> None:
     """`rag mcp`: load the index once, then serve over stdin/stdout until the client leaves."""
     with Pipeline(index, settings, generator=generator) as pipeline:
+        # Started here, on the main thread, as `rag serve` does: a local model server then
+        # dies with this process, and a broken model setup is one line before serving.
+        pipeline.generator()
         build_server(DocsTools(pipeline, docs, settings, groups)).run("stdio")
