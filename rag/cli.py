@@ -80,8 +80,30 @@ JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of tex
 GroupsOpt = Annotated[
     str, typer.Option("--groups", help="Comma-separated groups of the asking user.")
 ]
+DocsOpt = Annotated[Path | None, typer.Option(
+    "--docs", help="Docs folder; indexed first (without --index: into a cache per folder).")]
+MaybeIndexOpt = Annotated[Path | None, typer.Option(
+    "--index", help="Index folder (default: indexes/default, or the --docs folder's cache).")]
 F = TypeVar("F", bound=Callable[..., Any])
 DEFAULT_INDEX = Path("indexes/default")
+
+
+def _version(value: bool) -> None:
+    if value:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            typer.echo(f"rag {version('rag')}")
+        except PackageNotFoundError:
+            typer.echo("rag (not installed)")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _main(version: Annotated[bool, typer.Option(
+        "--version", callback=_version, is_eager=True, help="Print the version and exit.")]
+        = False) -> None:
+    """Ask questions about a folder of Markdown docs; every citation is verified."""
 
 
 def fail(message: str, code: int) -> typer.Exit:
@@ -140,6 +162,14 @@ def _settings(config: Path | None) -> Any:
     return settings
 
 
+def _target(index: Path | None, docs: Path | None, settings: Any, quiet: bool = False) -> Any:
+    """--index / --docs -> the index (brought up to date when --docs is given) and docs folder."""
+    from rag.folders import resolve
+
+    return resolve(index, docs, settings, show_progress=not quiet and sys.stdout.isatty(),
+                   warn=lambda line: typer.echo(one_line(line), err=True))
+
+
 @app.command()
 @clean_errors
 def index(
@@ -147,27 +177,38 @@ def index(
     index: IndexOpt = DEFAULT_INDEX,
     config: ConfigOpt = None,
     rebuild: Annotated[bool, typer.Option("--rebuild", help="Re-embed everything.")] = False,
+    watch: Annotated[bool, typer.Option(
+        "--watch", help="Then re-index on every change until Ctrl-C (exit 0).")] = False,
     json_out: JsonOpt = False,
 ) -> None:
     """Build the index, or bring it up to date with the docs folder."""
+    from rag.folders import mark_fresh
     from rag.pipeline import run_index
 
     settings = _settings(config)
-    report = run_index(Path(docs_dir or settings.docs.root), _index_path(index), settings,
-                       rebuild=rebuild, show_progress=not json_out)
+    docs, index = Path(docs_dir or settings.docs.root), _index_path(index)
+    report = run_index(docs, index, settings, rebuild=rebuild, show_progress=not json_out)
+    mark_fresh(index, settings, report.version)
+    _print_report(report, json_out)
+    if watch:
+        from rag.watch import watch_index
+
+        watch_index(docs, index, settings, lambda r: _print_report(r, json_out),
+                    lambda line: typer.echo(one_line(line), err=True))
+
+
+def _print_report(report: Any, json_out: bool) -> None:
     for warning in report.warnings:
         typer.echo(f"warning: {one_line(warning)}", err=True)
-    if json_out:
-        typer.echo(json_line(report.to_dict()))
-    else:
-        typer.echo(report.summary())
+    typer.echo(json_line(report.to_dict()) if json_out else report.summary())
 
 
 @app.command()
 @clean_errors
 def search(
     query: Annotated[str, typer.Argument(help="What to look for.", callback=_not_blank)],
-    index: IndexOpt = DEFAULT_INDEX,
+    index: MaybeIndexOpt = None,
+    docs: DocsOpt = None,
     config: ConfigOpt = None,
     mode: Annotated[str | None, typer.Option("--mode", help="dense, lexical or hybrid.")] = None,
     k: Annotated[int | None, typer.Option("--k", "-k", help="Hits to return.",
@@ -178,7 +219,9 @@ def search(
     """Search Hits only, no model."""
     from rag.pipeline import open_retriever
 
-    retriever = open_retriever(_index_path(index), _settings(config))
+    settings = _settings(config)
+    target = _target(index, docs, settings, json_out)
+    retriever = open_retriever(target.index, settings, target.embedder)
     hits = retriever.search(query, k=k, mode=mode, groups=_groups(groups))
     for hit in hits:
         if json_out:
@@ -196,27 +239,36 @@ def search(
 @clean_errors
 def ask(
     question: Annotated[str, typer.Argument(help="Your question.", callback=_not_blank)],
-    index: IndexOpt = DEFAULT_INDEX,
+    index: MaybeIndexOpt = None,
+    docs: DocsOpt = None,
     config: ConfigOpt = None,
     generator: Annotated[
         str | None, typer.Option("--generator", help="local, openai or extractive.")
     ] = None,
     mode: Annotated[str | None, typer.Option("--mode", help="dense, lexical or hybrid.")] = None,
+    k: Annotated[int | None, typer.Option(
+        "--k", "-k", min=1, max=1000,
+        help="Hits retrieved before evidence selection (default: retrieval.k).")] = None,
     groups: GroupsOpt = "",
     json_out: JsonOpt = False,
 ) -> None:
     """Answer from the docs, with verified `path:start-end` citations."""
     from rag.errors import EXIT_ANSWERED, EXIT_INSUFFICIENT
-    from rag.pipeline import Pipeline, render_answer
+    from rag.pipeline import Pipeline, open_retriever, render_answer
+    from rag.reverify import answer_json
 
     settings = _settings(config)
-    with Pipeline(_index_path(index), settings, generator=generator) as pipeline:
+    if k is not None:
+        settings = settings.model_copy(
+            update={"retrieval": settings.retrieval.model_copy(update={"k": k})})
+    target = _target(index, docs, settings, json_out)
+    retriever = open_retriever(target.index, settings, target.embedder)
+    with Pipeline(target.index, settings, generator=generator, retriever=retriever) as pipeline:
         result = pipeline.ask(question, mode=mode, groups=_groups(groups))
-        docs_root = Path(pipeline.retriever.index.manifest.docs_root)
     if json_out:
-        typer.echo(json_line(result.to_dict()))
+        typer.echo(json_line(answer_json(result, target.docs)))
     else:
-        typer.echo(block(render_answer(result, docs_root)))
+        typer.echo(block(render_answer(result, target.docs)))
     raise typer.Exit(EXIT_INSUFFICIENT if result.insufficient_evidence else EXIT_ANSWERED)
 
 
@@ -243,7 +295,10 @@ def eval_cmd(
 ) -> None:
     """Run the answer evaluation; write a JSON report and a chart, print a summary."""
     from rag.eval_run import run_eval_command
+    from rag.folders import docs_of_index
 
+    if docs is None and index is not None:
+        docs = docs_of_index(_index_path(index))  # the folder that index was built from
     code = run_eval_command(eval_file, docs=docs, index=index and _index_path(index),
                             settings=_settings(config),
                             generator=generator, out=out, limit=limit, baseline=baseline,
@@ -270,22 +325,66 @@ def serve_model(
 @app.command()
 @clean_errors
 def serve(
-    index: IndexOpt = DEFAULT_INDEX,
+    index: MaybeIndexOpt = None,
     config: ConfigOpt = None,
-    docs: Annotated[Path | None, typer.Option("--docs", help="Docs root [default: docs.root].")]
-    = None,
+    docs: DocsOpt = None,
     host: Annotated[str, typer.Option("--host", help="Address to listen on.")] = "127.0.0.1",
     port: Annotated[int, typer.Option("--port", help="Port to listen on.")] = 8000,
     generator: Annotated[
         str | None, typer.Option("--generator", help="local, openai or extractive.")
     ] = None,
+    watch: Annotated[bool, typer.Option(
+        "--watch", help="Re-index when the docs change; requests see old or new, never a mix.")]
+    = False,
 ) -> None:
     """HTTP API and web page: ask from a browser, click a citation, see the cited lines."""
     from rag.server import serve as run_server
 
     settings = _settings(config)
-    run_server(index=_index_path(index), settings=settings, docs=Path(docs or settings.docs.root),
-               host=host, port=port, generator=generator)
+    target = _target(index, docs, settings)
+    run_server(index=target.index, settings=settings, docs=target.docs, host=host, port=port,
+               generator=generator, watch=watch)
+
+
+@app.command()
+@clean_errors
+def mcp(
+    index: MaybeIndexOpt = None,
+    docs: DocsOpt = None,
+    config: ConfigOpt = None,
+    generator: Annotated[
+        str | None, typer.Option("--generator", help="local, openai or extractive.")
+    ] = None,
+    groups: Annotated[str, typer.Option(
+        "--groups", help="Comma-separated groups the server acts for (never from a tool call).")]
+    = "",
+) -> None:
+    """MCP server over stdio: search_docs, ask_docs, read_lines, list_sources."""
+    from rag.mcp_server import run_mcp
+
+    settings = _settings(config)
+    target = _target(index, docs, settings, quiet=True)  # stdout carries the protocol
+    run_mcp(target.index, target.docs, settings, generator=generator, groups=_groups(groups))
+
+
+@app.command()
+@clean_errors
+def verify(
+    answer_file: Annotated[Path, typer.Argument(help="A saved `rag ask --json` answer.")],
+    docs: Annotated[Path | None, typer.Option(
+        "--docs", help="Docs folder (default: the one the answer was made from).")] = None,
+    config: ConfigOpt = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """Re-check a saved answer's citations against the docs now (exit 8 unless all exact).
+
+    Each citation is exact, moved (same lines at another range), changed, or gone.
+    """
+    from rag.reverify import verify_file
+
+    code = verify_file(answer_file, docs, _settings(config), json_out=json_out,
+                       echo=typer.echo)
+    raise typer.Exit(code)
 
 
 def main() -> None:

@@ -29,6 +29,7 @@ from rag.config import Settings
 from rag.embedding import Embedder
 from rag.pipeline import Pipeline
 from rag.records import Answer
+from rag.reverify import VerifyOut, VerifyRequest, verify_payload
 from rag.verification import quote_lines
 
 log = logging.getLogger("rag.server")
@@ -375,6 +376,12 @@ def create_app(*, index: Path, settings: Settings, docs: Path, generator: str | 
         return {"version": pipeline.version, "chunks": len(pipeline.retriever.index.chunks),
                 "summary": report.summary(), "report": report.to_dict()}
 
+    @app.post("/verify", response_model=VerifyOut, responses=ERRORS)
+    def verify(request: VerifyRequest) -> dict[str, Any]:
+        """Re-check a saved answer's citations against the docs now (see `rag verify`)."""
+        pipeline = state.pipeline
+        return verify_payload(request, state.docs, pipeline.retriever.index, state.settings)
+
     @app.get("/", include_in_schema=False)
     def page() -> FileResponse:
         return FileResponse(WEB / "index.html", media_type="text/html")
@@ -384,7 +391,7 @@ def create_app(*, index: Path, settings: Settings, docs: Path, generator: str | 
 
 
 def serve(*, index: Path, settings: Settings, docs: Path, host: str, port: int,
-          generator: str | None) -> None:
+          generator: str | None, watch: bool = False) -> None:
     """`rag serve`: load the index and the generator once, then serve until Ctrl-C."""
     import uvicorn
 
@@ -401,9 +408,16 @@ def serve(*, index: Path, settings: Settings, docs: Path, host: str, port: int,
     shown = f"[{host}]" if ":" in host else host
     print(f"serving {docs} (index {index}) on http://{shown}:{port}/ (Ctrl-C stops)",
           file=sys.stderr)
+    stop_watching = None
+    if watch:
+        from rag.watch import watch_server
+
+        stop_watching = watch_server(app.state.rag)
     try:
         uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False)
     except KeyboardInterrupt:  # uvicorn re-raises the Ctrl-C it handled: a normal stop
         print("stopped", file=sys.stderr)
     finally:
+        if stop_watching is not None:
+            stop_watching()
         app.state.rag.shared.close()  # also when startup failed and lifespan never closed it

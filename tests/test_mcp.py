@@ -1,0 +1,144 @@
+"""`rag mcp` through the MCP SDK's own client, over stdio, with the server as a subprocess."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from mcp import Client
+from mcp.client.stdio import StdioServerParameters
+
+from tests.conftest import REPO
+
+TIMEOUT_S = 120  # a bound on the whole session, never an expected duration
+
+
+def params(docs: Path, cache: Path, *extra: str, fake: bool = True) -> StdioServerParameters:
+    module = "tests.fakes.fake_embedder_cli" if fake else "rag.cli"
+    env = {"PYTHONPATH": str(REPO), "XDG_CACHE_HOME": str(cache), "HF_HUB_OFFLINE": "1"}
+    if "HOME" in os.environ:
+        env["HOME"] = os.environ["HOME"]  # the ONNX export cache of the real model
+    return StdioServerParameters(
+        command=sys.executable,
+        args=["-m", module, "mcp", "--docs", str(docs), "--generator", "extractive", *extra],
+        env=env, cwd=str(REPO))
+
+
+def session(server: StdioServerParameters,
+            body: Callable[[Client], Awaitable[Any]]) -> Any:
+    async def main() -> Any:
+        with anyio.fail_after(TIMEOUT_S):
+            async with Client(server) as client:
+                return await body(client)
+
+    return anyio.run(main)
+
+
+def data(result: Any) -> dict[str, Any]:
+    assert not result.is_error, result.content
+    if result.structured_content is not None:
+        return dict(result.structured_content)
+    return json.loads(result.content[0].text)
+
+
+def error(result: Any) -> str:
+    assert result.is_error
+    return str(result.content[0].text)
+
+
+def test_tools_answer_with_verified_citations_and_read_them(docs: Path, tmp_path: Path):
+    async def body(client: Client) -> dict[str, Any]:
+        tools = {t.name for t in (await client.list_tools()).tools}
+        ask = data(await client.call_tool(
+            "ask_docs", {"question": "Which port does the HTTP API listen on by default?"}))
+        c = ask["citations"][0]
+        read = data(await client.call_tool(
+            "read_lines", {"path": c["source_path"], "start_line": c["start_line"],
+                           "end_line": c["end_line"]}))
+        search = data(await client.call_tool("search_docs", {"query": "default ports", "k": 3}))
+        sources = data(await client.call_tool("list_sources", {}))
+        return {"tools": tools, "ask": ask, "read": read, "search": search, "sources": sources}
+
+    got = session(params(docs, tmp_path / "cache"), body)
+    assert got["tools"] == {"search_docs", "ask_docs", "read_lines", "list_sources"}
+    ask = got["ask"]
+    assert not ask["insufficient_evidence"] and ask["citations"]
+    labels = {c["label"] for c in ask["citations"]}
+    assert ask["answer"] and ask["statements"]
+    assert all(s["citations"] and set(s["citations"]) <= labels for s in ask["statements"])
+    c = ask["citations"][0]
+    file = (docs / c["source_path"]).read_bytes().decode("utf-8-sig").split("\n")
+    assert "\n".join(file[c["start_line"] - 1:c["end_line"]]) == c["text"]
+    assert [ln["text"] for ln in got["read"]["lines"]] == c["text"].split("\n")
+    assert not got["read"]["changed_since_indexed"]
+    assert len(got["search"]["hits"]) == 3
+    assert got["search"]["hits"][0]["source_path"] == "server-ports.md"
+    paths = {s["source_path"] for s in got["sources"]["sources"]}
+    assert "server-ports.md" in paths and "staff/runbook.md" not in paths
+
+
+def test_restricted_files_need_the_servers_groups(docs: Path, tmp_path: Path):
+    question = "How is the admin token rotated and where is it stored?"
+
+    async def body(client: Client) -> dict[str, Any]:
+        read = await client.call_tool(
+            "read_lines", {"path": "staff/runbook.md", "start_line": 1, "end_line": 5})
+        missing = await client.call_tool(
+            "read_lines", {"path": "no-such.md", "start_line": 1, "end_line": 5})
+        outside = await client.call_tool(
+            "read_lines", {"path": "../secret.md", "start_line": 1, "end_line": 5})
+        search = data(await client.call_tool("search_docs", {"query": question, "k": 50}))
+        ask = data(await client.call_tool("ask_docs", {"question": question}))
+        # A tool call cannot claim a group: unknown arguments change nothing.
+        claimed = await client.call_tool("read_lines", {
+            "path": "staff/runbook.md", "start_line": 1, "end_line": 5, "groups": ["staff"]})
+        return {"read": read, "missing": missing, "outside": outside, "search": search,
+                "ask": ask, "claimed": claimed}
+
+    got = session(params(docs, tmp_path / "cache"), body)
+    refused = error(got["read"])
+    assert "staff/runbook.md" in refused and refused.replace("staff/runbook.md", "X") == (
+        error(got["missing"]).replace("no-such.md", "X"))  # same answer as a missing file
+    assert "secret" in error(got["outside"])
+    assert all(h["source_path"] != "staff/runbook.md" for h in got["search"]["hits"])
+    assert all(c["source_path"] != "staff/runbook.md" for c in got["ask"]["citations"])
+    assert got["claimed"].is_error
+
+    async def staff(client: Client) -> dict[str, Any]:
+        return data(await client.call_tool(
+            "read_lines", {"path": "staff/runbook.md", "start_line": 1, "end_line": 5}))
+
+    lines = session(params(docs, tmp_path / "cache", "--groups", "staff"), staff)["lines"]
+    assert lines[0]["number"] == 1 and lines
+
+
+def test_bad_ranges_are_tool_errors_not_crashes(docs: Path, tmp_path: Path):
+    async def body(client: Client) -> list[str]:
+        calls = [{"path": "faq.md", "start_line": 5, "end_line": 2},
+                 {"path": "faq.md", "start_line": 9000, "end_line": 9001},
+                 {"path": "faq.md", "start_line": 1, "end_line": 5000}]
+        out = [error(await client.call_tool("read_lines", c)) for c in calls]
+        out.append(error(await client.call_tool("ask_docs", {"question": "  "})))
+        data(await client.call_tool("list_sources", {}))  # still serving
+        return out
+
+    messages = session(params(docs, tmp_path / "cache"), body)
+    assert "before start_line" in messages[0] and "past its end" in messages[1]
+    assert "at most" in messages[2] and "empty" in messages[3]
+
+
+@pytest.mark.slow
+def test_real_command_with_the_real_model(docs: Path, tmp_path: Path):
+    async def body(client: Client) -> dict[str, Any]:
+        return data(await client.call_tool(
+            "ask_docs", {"question": "Which port does the HTTP API listen on by default?"}))
+
+    ask = session(params(docs, tmp_path / "cache", fake=False), body)
+    assert not ask["insufficient_evidence"]
+    assert any(c["source_path"] == "server-ports.md" for c in ask["citations"])

@@ -1,0 +1,183 @@
+"""`rag verify` and `POST /verify`: a saved answer's citations against the docs as they are now."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+from typer.testing import CliRunner
+
+from rag import embedding
+from rag.cli import app
+from rag.config import Settings
+from rag.embedding import FakeEmbedder
+from rag.indexing import build_index
+from rag.reverify import locate
+from rag.server import create_app
+
+QUESTION = "Which port does the HTTP API listen on by default?"
+
+
+def run(*args: str) -> tuple[int, str, str]:
+    result = CliRunner().invoke(app, list(args))
+    return result.exit_code, result.stdout, result.stderr
+
+
+def read(path: Path) -> list[str]:
+    return path.read_bytes().decode("utf-8-sig").replace("\r\n", "\n").split("\n")
+
+
+def write(path: Path, lines: list[str]) -> None:
+    path.write_text("\n".join(lines), encoding="utf-8")
+
+
+@pytest.fixture
+def saved(docs: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """`rag ask --json` output saved to a file (fake embedder, extractive generator)."""
+    monkeypatch.setattr(embedding, "make_embedder", lambda *a, **k: FakeEmbedder())
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    code, out, err = run("ask", QUESTION, "--docs", str(docs), "--generator", "extractive",
+                         "--json")
+    assert code == 0, err
+    path = tmp_path / "answer.json"
+    path.write_text(out, encoding="utf-8")
+    return path
+
+
+def first(saved: Path) -> dict:
+    return json.loads(saved.read_text(encoding="utf-8"))["citations"][0]
+
+
+def verify(saved: Path, *extra: str) -> tuple[int, dict]:
+    code, out, err = run("verify", str(saved), "--json", *extra)
+    assert "Traceback" not in err
+    return code, json.loads(out)
+
+
+def test_saved_citations_carry_the_text_they_cite(saved: Path, docs: Path):
+    data = json.loads(saved.read_text(encoding="utf-8"))
+    assert data["citations"]
+    for c in data["citations"]:
+        lines = read(docs / c["source_path"])
+        assert "\n".join(lines[c["start_line"] - 1:c["end_line"]]) == c["text"]
+
+
+def test_unchanged_docs_are_exact(saved: Path):
+    code, out, _ = run("verify", str(saved))
+    assert code == 0
+    assert out.splitlines() and all(" exact " in line for line in out.splitlines())
+
+
+def test_lines_inserted_above_make_a_citation_moved(saved: Path, docs: Path):
+    c = first(saved)
+    path = docs / c["source_path"]
+    write(path, ["Note added later.", ""] + read(path))
+    code, report = verify(saved)
+    row = next(r for r in report["citations"] if r["label"] == c["label"])
+    assert code == 8 and not report["all_exact"]
+    assert row["status"] == "moved"
+    assert (row["new_start_line"], row["new_end_line"]) == (c["start_line"] + 2,
+                                                            c["end_line"] + 2)
+
+
+def test_an_edit_inside_the_range_makes_it_changed(saved: Path, docs: Path):
+    c = first(saved)
+    path = docs / c["source_path"]
+    lines = read(path)
+    lines[c["end_line"] - 1] += " (edited)"
+    write(path, lines)
+    code, report = verify(saved)
+    row = next(r for r in report["citations"] if r["label"] == c["label"])
+    assert code == 8 and row["status"] == "changed" and row["new_start_line"] is None
+
+
+def test_a_removed_file_is_gone(saved: Path, docs: Path):
+    c = first(saved)
+    (docs / c["source_path"]).unlink()
+    code, out, _ = run("verify", str(saved))
+    assert code == 8
+    assert f"[{c['label']}] gone    {c['source_path']}:" in out
+
+
+def test_docs_option_points_at_another_copy(saved: Path, docs: Path, tmp_path: Path):
+    import shutil
+
+    copy = tmp_path / "copy"
+    shutil.copytree(docs, copy)
+    (docs / first(saved)["source_path"]).unlink()
+    assert run("verify", str(saved))[0] == 8
+    assert run("verify", str(saved), "--docs", str(copy))[0] == 0
+
+
+def test_a_line_precise_citation_is_checked_line_for_line(tmp_path: Path):
+    lines = ["# Title", "", "alpha", "beta", "gamma", "delta"]
+    assert locate(lines, 4, 5, "beta\ngamma") == ("exact", 4, 5)
+    edited = ["# Title", "", "alpha changed", "beta", "gamma", "delta"]
+    assert locate(edited, 4, 5, "beta\ngamma") == ("exact", 4, 5)  # chunk changed, lines not
+    assert locate(["new", *lines], 4, 5, "beta\ngamma") == ("moved", 5, 6)
+    assert locate(lines, 4, 5, "beta\nGAMMA") == ("changed", 4, 5)
+    assert locate(None, 4, 5, "beta") == ("gone", 4, 5)
+
+
+def test_bad_input_is_one_line(saved: Path, tmp_path: Path):
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json", encoding="utf-8")
+    code, _, err = run("verify", str(bad))
+    assert code == 3 and "not a readable JSON answer" in err and err.count("\n") == 1
+    data = json.loads(saved.read_text(encoding="utf-8"))
+    data["citations"][0]["source_path"] = "../outside.md"
+    bad.write_text(json.dumps(data), encoding="utf-8")
+    code, _, err = run("verify", str(bad))
+    assert code == 9 and "outside the docs folder" in err and err.count("\n") == 1
+
+
+@pytest.fixture
+def client(docs: Path, tmp_path: Path, settings: Settings, embedder: FakeEmbedder):
+    build_index(docs, tmp_path / "index", settings, embedder)
+    app = create_app(index=tmp_path / "index", settings=settings, docs=docs,
+                     generator="extractive", embedder=embedder)
+    with TestClient(app, raise_server_exceptions=False) as c:
+        yield c
+
+
+def test_http_verify_reports_exact_then_moved(client: TestClient, docs: Path):
+    answer = client.post("/ask", json={"question": QUESTION}).json()
+    assert answer["citations"]
+    resp = client.post("/verify", json={"answer": answer})
+    assert resp.status_code == 200 and resp.json()["all_exact"]
+    c = answer["citations"][0]
+    path = docs / c["source_path"]
+    write(path, ["moved down", *read(path)])
+    body = client.post("/verify", json={"answer": answer}).json()
+    row = next(r for r in body["citations"] if r["label"] == c["label"])
+    assert not body["all_exact"] and row["status"] == "moved"
+    assert row["new_start_line"] == c["start_line"] + 1
+
+
+def test_http_verify_never_checks_a_file_the_caller_may_not_see(client: TestClient):
+    question = "How is the admin token rotated and where is it stored?"
+    answer = client.post("/ask", json={"question": question, "groups": ["staff"]}).json()
+    assert any(c["source_path"] == "staff/runbook.md" for c in answer["citations"])
+    resp = client.post("/verify", json={"answer": answer})
+    assert resp.status_code == 403 and "runbook" not in resp.text
+    resp = client.post("/verify", json={"answer": answer, "groups": ["staff"]})
+    assert resp.status_code == 200 and resp.json()["all_exact"]
+    for path in (".hidden/notes.md", "settings.toml"):  # files that are not docs sources
+        (docs_dir(client) / path).parent.mkdir(exist_ok=True)
+        (docs_dir(client) / path).write_text("secret = 1\n", encoding="utf-8")
+        forged = {"citations": [{"label": "E1", "source_path": path, "start_line": 1,
+                                 "end_line": 1, "text": "secret = 1"}]}
+        assert client.post("/verify", json={"answer": forged}).status_code == 403
+
+
+def docs_dir(client: TestClient) -> Path:
+    return Path(client.app.state.rag.docs)  # type: ignore[attr-defined]
+
+
+def test_http_verify_refuses_what_is_not_an_answer(client: TestClient):
+    resp = client.post("/verify", json={"answer": {"no": "citations"}})
+    assert resp.status_code == 422 and "no `citations` list" in resp.json()["error"]
+    resp = client.post("/verify", json={"answer": {"citations": [{"label": "E1"}]}})
+    assert resp.status_code == 422 and "lacks source_path" in resp.json()["error"]
