@@ -164,13 +164,19 @@ def restricted_to(rel: str, chunks: Iterable[Any], manifest_groups: Iterable[str
     A caller may see the file only when they are in one group of each set (fail closed: the
     index and the file on disk may disagree until the next re-index).
     """
-    from rag.chunking import parse_document, visibility_from_front_matter
+    from rag.chunking import parse_document
     from rag.indexing import visibility_for
+    from rag.visibility import NOBODY, UnclearVisibility, read_visibility
 
     sets = [tuple(c.visibility) for c in chunks if c.source_path == rel and c.visibility]
     sets.append(visibility_for(rel, list(manifest_groups), settings))
     if lines is not None:
-        front = visibility_from_front_matter(parse_document("\n".join(lines)).front_matter)
+        text = "\n".join(lines)
+        parsed = parse_document(text)
+        try:
+            front = read_visibility(text, parsed.front_matter, parsed.body_start > 1)
+        except UnclearVisibility:
+            front = NOBODY  # the indexer leaves such a file out: nobody may read it
         sets.append(visibility_for(rel, list(front), settings))
     return [s for s in sets if s]
 

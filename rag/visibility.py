@@ -32,6 +32,8 @@ from typing import Any
 # A group name: letters, digits and a few separators; no spaces, quotes or brackets.
 GROUP_NAME = re.compile(r"[^\W_][\w.@+\-]*")
 _DELIMITER = re.compile(r"(-{3,}|\+{3,}|\.{3,})")
+# A group no user can hold (no group name has a NUL): restricts a file to nobody.
+NOBODY = ("\x00nobody",)
 _KEY_WORD = "visibility"
 _KEY = re.compile(r"(?:^|[\s{\[,\"'])visibility[\w\-]*[\"']?\s*[:=\].]", re.MULTILINE)
 # How far down a file a block may start and still be taken for front matter.
