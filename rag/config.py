@@ -5,12 +5,13 @@ Environment overrides use ``RAG_<SECTION>__<FIELD>``, e.g. ``RAG_GENERATION__BAS
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import tomllib
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from rag.errors import ConfigError
 
@@ -153,6 +154,48 @@ class VisibilitySettings(_Section):
     )
 
 
+class ServerSettings(_Section):
+    tokens_file: str = Field(
+        "", description="JSON file of API tokens (sha256 hashes, names, groups) that "
+        "`rag token add` writes and `rag serve` reads; empty = no tokens.",
+    )
+    trusted_proxies: list[str] = Field(
+        default_factory=list,
+        description="Addresses or networks (e.g. 10.0.0.5, 10.1.0.0/16) of authenticating "
+        "proxies whose identity headers are believed; empty = none.",
+    )
+    user_header: str = Field(
+        "X-Forwarded-User", description="Header a trusted proxy puts the user's name in."
+    )
+    groups_header: str = Field(
+        "X-Forwarded-Groups", description="Header a trusted proxy puts the comma-separated "
+        "groups of the user in.",
+    )
+    allowed_hosts: list[str] = Field(
+        default_factory=list,
+        description="Host header values served (host or host:port; \"*\" = any). Empty = "
+        "127.0.0.1, localhost and [::1] on the serving port, plus the --host address.",
+    )
+
+    @field_validator("trusted_proxies", "allowed_hosts", mode="before")
+    @classmethod
+    def _comma_list(cls, value: Any) -> Any:
+        """An environment override is one string: `10.0.0.5, 10.0.0.6`."""
+        if isinstance(value, str):
+            return [part.strip() for part in value.split(",") if part.strip()]
+        return value
+
+    @field_validator("trusted_proxies")
+    @classmethod
+    def _networks(cls, value: list[str]) -> list[str]:
+        for entry in value:
+            try:
+                ipaddress.ip_network(entry, strict=False)
+            except ValueError:
+                raise ValueError(f"{entry!r} is not an IP address or network") from None
+        return value
+
+
 class Settings(_Section):
     docs: DocsSettings = DocsSettings()
     chunking: ChunkingSettings = ChunkingSettings()
@@ -163,6 +206,7 @@ class Settings(_Section):
     generation: GenerationSettings = GenerationSettings()
     verification: VerificationSettings = VerificationSettings()
     visibility: VisibilitySettings = VisibilitySettings()
+    server: ServerSettings = ServerSettings()
 
 
 def _env_overrides(environ: dict[str, str]) -> dict[str, dict[str, Any]]:

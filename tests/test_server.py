@@ -11,6 +11,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from rag import indexing, store
+from rag.auth import add_token
 from rag.config import Settings
 from rag.embedding import FakeEmbedder
 from rag.errors import GenerationError
@@ -28,18 +29,38 @@ def file_lines(docs: Path, path: str) -> list[str]:
     return text.split("\n")
 
 
-def make_client(docs: Path, tmp_path: Path, settings: Settings,
-                embedder: FakeEmbedder) -> TestClient:
+def with_tokens(settings: Settings, tmp_path: Path) -> tuple[Settings, dict[str, dict]]:
+    """Settings naming a tokens file with two users, and the headers each sends."""
+    path = tmp_path / "tokens.json"
+    settings = settings.model_copy(update={"server": settings.server.model_copy(
+        update={"tokens_file": str(path)})})
+    return settings, {name: {"Authorization": f"Bearer {add_token(path, name, groups)}"}
+                      for name, groups in (("ann", ("staff",)), ("bob", ("sales",)))}
+
+
+def make_client(docs: Path, tmp_path: Path, settings: Settings, embedder: FakeEmbedder,
+                **options: object) -> TestClient:
     build_index(docs, tmp_path / "index", settings, embedder)
     app = create_app(index=tmp_path / "index", settings=settings, docs=docs,
-                     generator="extractive", embedder=embedder)
-    return TestClient(app, raise_server_exceptions=False)
+                     generator="extractive", embedder=embedder, **options)  # type: ignore
+    return TestClient(app, raise_server_exceptions=False, base_url="http://127.0.0.1:8000")
 
 
 @pytest.fixture
-def client(docs: Path, tmp_path: Path, settings: Settings,
+def authed(settings: Settings, tmp_path: Path) -> tuple[Settings, dict[str, dict]]:
+    return with_tokens(settings, tmp_path)
+
+
+@pytest.fixture
+def user(authed: tuple[Settings, dict[str, dict]]) -> dict[str, dict]:
+    """Headers per user: ann (staff), bob (sales)."""
+    return authed[1]
+
+
+@pytest.fixture
+def client(docs: Path, tmp_path: Path, authed: tuple[Settings, dict[str, dict]],
            embedder: FakeEmbedder) -> Iterator[TestClient]:
-    with make_client(docs, tmp_path, settings, embedder) as c:
+    with make_client(docs, tmp_path, authed[0], embedder) as c:
         yield c
 
 
@@ -47,10 +68,12 @@ def chunk_ids(index_root: Path) -> set[str]:
     return {c.chunk_id for c in store.load(index_root).chunks}
 
 
-def test_health_reports_the_loaded_index(client, tmp_path):
+def test_health_reports_the_loaded_index_and_who_is_asking(client, tmp_path, user):
     body = client.get("/health").json()
     version = store.load(tmp_path / "index")
-    assert body == {"status": "ok", "chunks": len(version.chunks), "version": version.path.name}
+    assert body == {"status": "ok", "chunks": len(version.chunks), "version": version.path.name,
+                    "user": None, "tokens": True, "claimed_groups": False}
+    assert client.get("/health", headers=user["ann"]).json()["user"] == "ann"
 
 
 def test_search_hits_carry_their_place_and_text(client, docs):
@@ -65,15 +88,15 @@ def test_search_hits_carry_their_place_and_text(client, docs):
         assert {"heading", "chunk_id", "score"} <= set(hit)
 
 
-def test_search_shows_staff_docs_only_to_staff(client):
-    def paths(groups: str) -> set[str]:
-        resp = client.get("/search", params={"q": "rotate admin token vault", "k": 50,
-                                             "groups": groups})
+def test_search_shows_staff_docs_only_to_staff(client, user):
+    def paths(headers: dict) -> set[str]:
+        resp = client.get("/search", params={"q": "rotate admin token vault", "k": 50},
+                          headers=headers)
         return {h["source_path"] for h in resp.json()["hits"]}
 
-    assert "staff/runbook.md" not in paths("")
-    assert "staff/runbook.md" not in paths("sales, support")
-    assert "staff/runbook.md" in paths("sales,staff")
+    assert "staff/runbook.md" not in paths({})
+    assert "staff/runbook.md" not in paths(user["bob"])
+    assert "staff/runbook.md" in paths(user["ann"])
 
 
 def test_ask_citations_show_the_files_own_lines(client, docs):
@@ -91,9 +114,9 @@ def test_ask_citations_show_the_files_own_lines(client, docs):
     assert any(c["source_path"] == "server-ports.md" for c in body["citations"])
 
 
-def test_ask_uses_the_askers_groups(client):
+def test_ask_uses_the_askers_groups(client, user):
     public = client.post("/ask", json={"question": TOKEN_QUESTION}).json()
-    staff = client.post("/ask", json={"question": TOKEN_QUESTION, "groups": ["staff"]}).json()
+    staff = client.post("/ask", json={"question": TOKEN_QUESTION}, headers=user["ann"]).json()
     assert all(not e["source_path"].startswith("staff/") for e in public["evidence"])
     assert "4242" not in public["answer"]
     assert any(c["source_path"] == "staff/runbook.md" for c in staff["citations"])
@@ -108,7 +131,7 @@ def test_cited_lines_are_withheld_when_the_file_changed(client, docs):
     assert "changed since it was indexed" in cite["lines_note"]
 
 
-def test_reindex_picks_up_an_edited_file(client, docs):
+def test_reindex_picks_up_an_edited_file(client, docs, user):
     def zanzibar_hits() -> list[dict]:
         hits = client.get("/search", params={"q": "zanzibar", "mode": "lexical"}).json()["hits"]
         return [h for h in hits if "zanzibar" in h["text"]]
@@ -117,7 +140,7 @@ def test_reindex_picks_up_an_edited_file(client, docs):
     assert zanzibar_hits() == []
     with open(docs / "faq.md", "a", encoding="utf-8") as fh:
         fh.write("\n## Where is the data centre?\n\nThe primary data centre is in zanzibar.\n")
-    resp = client.post("/index")
+    resp = client.post("/index", json={}, headers=user["bob"])
     assert resp.status_code == 200
     assert resp.json()["report"]["changed"] == ["faq.md"]
     assert resp.json()["version"] != before
@@ -142,17 +165,18 @@ def _gate_reindex(monkeypatch) -> tuple[threading.Event, threading.Event]:
 
 
 def test_second_reindex_at_once_gets_409_and_search_keeps_answering(
-        client, docs, tmp_path, monkeypatch):
+        client, docs, tmp_path, monkeypatch, user):
     entered, release = _gate_reindex(monkeypatch)
     old_version = client.get("/health").json()["version"]
     old_ids = chunk_ids(tmp_path / "index")
     first: dict = {}
-    worker = threading.Thread(target=lambda: first.update(resp=client.post("/index")))
+    worker = threading.Thread(target=lambda: first.update(
+        resp=client.post("/index", json={}, headers=user["ann"])))
     (docs / "faq.md").write_text("# FAQ\n\nEverything about the moon base.\n", encoding="utf-8")
     worker.start()
     try:
         assert entered.wait(10)
-        second = client.post("/index")
+        second = client.post("/index", json={"rebuild": True}, headers=user["bob"])
         assert second.status_code == 409
         assert second.json() == {"error": "a re-index is already running; "
                                           "try again when it has finished"}
@@ -170,7 +194,7 @@ def test_second_reindex_at_once_gets_409_and_search_keeps_answering(
     assert any("moon base" in h["text"] for h in after["hits"])
 
 
-def test_an_answer_in_flight_keeps_the_index_it_started_with(client, docs, tmp_path):
+def test_an_answer_in_flight_keeps_the_index_it_started_with(client, docs, tmp_path, user):
     state = client.app.state.rag
     started, release = threading.Event(), threading.Event()
 
@@ -191,7 +215,7 @@ def test_an_answer_in_flight_keeps_the_index_it_started_with(client, docs, tmp_p
         assert started.wait(10)
         path = docs / "server-ports.md"
         path.write_bytes(path.read_bytes().replace(b"Tidewatch listens", b"Tidewatch serves"))
-        assert client.post("/index").status_code == 200
+        assert client.post("/index", json={}, headers=user["ann"]).status_code == 200
         assert client.get("/health").json()["version"] != old_version
     finally:
         release.set()
@@ -255,7 +279,7 @@ def test_page_is_self_contained_and_never_injects_markup(client):
     page = client.get("/")
     assert page.status_code == 200 and "text/html" in page.headers["content-type"]
     assert "default-src 'none'" in page.headers["content-security-policy"]
-    assert 'id="question"' in page.text and 'id="groups"' in page.text
+    assert 'id="question"' in page.text and 'id="token"' in page.text
     for name in ("app.js", "style.css"):
         assert client.get(f"/static/{name}").status_code == 200
     for path in WEB.iterdir():
