@@ -17,6 +17,7 @@ from rag.embedding import FakeEmbedder
 from rag.errors import GenerationError
 from rag.generation import ExtractiveGenerator
 from rag.indexing import build_index
+from rag.retrieval import FILTER_CACHE, Retriever
 from rag.server import WEB, create_app
 
 PORT_QUESTION = "Which port does the HTTP API listen on by default?"
@@ -288,3 +289,22 @@ def test_page_is_self_contained_and_never_injects_markup(client):
         assert "@import" not in text and "url(http" not in text, path.name
     script = (WEB / "app.js").read_text(encoding="utf-8")
     assert not re.search(r"innerHTML|outerHTML|insertAdjacentHTML|document\.write", script)
+
+
+def test_many_distinct_group_sets_keep_the_filter_cache_bounded(docs, tmp_path, settings,
+                                                                embedder):
+    """60,000 group sets once grew a server by 500 MB: each kept its own filter forever."""
+    build_index(docs, tmp_path / "index", settings, embedder)
+    retriever = Retriever(store.load(tmp_path / "index"), embedder, settings.retrieval)
+
+    def sees_runbook(groups: set[str]) -> bool:
+        hits = retriever.search("rotate admin token vault", k=50, mode="lexical", groups=groups)
+        return any(h.chunk.source_path == "staff/runbook.md" for h in hits)
+
+    assert sees_runbook({"staff"})
+    for i in range(FILTER_CACHE * 5):
+        assert not sees_runbook({f"team-{i}", "sales"})
+        assert len(retriever._filters) <= FILTER_CACHE
+    assert len(retriever._filters) == FILTER_CACHE
+    assert frozenset({"staff"}) not in retriever._filters  # the least recently used went first
+    assert sees_runbook({"staff"}) and not sees_runbook({"team-0", "sales"})  # rebuilt right
