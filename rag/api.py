@@ -11,6 +11,9 @@ from rag.records import Answer
 from rag.verification import quote_lines
 
 Mode = Literal["dense", "lexical", "hybrid"]
+# Something besides whitespace, as Python's str.strip() sees it (\x1c-\x1f included), so
+# the schema and the server agree on what a blank question is.
+NOT_BLANK = r"[^\s\x1c-\x1f]"
 
 
 class _Request(BaseModel):
@@ -18,7 +21,8 @@ class _Request(BaseModel):
 
 
 class AskRequest(_Request):
-    question: str = Field(..., max_length=4000, description="The question, in plain words.")
+    question: str = Field(..., min_length=1, max_length=4000, pattern=NOT_BLANK,
+                          description="The question, in plain words.")
     groups: list[Annotated[str, Field(max_length=128)]] = Field(
         default_factory=list, max_length=64,
         description="Ignored unless the server runs with --dev-trust-claimed-groups: the "

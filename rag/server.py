@@ -27,6 +27,7 @@ from starlette.exceptions import HTTPException
 from rag import errors
 from rag.api import (
     ERRORS,
+    NOT_BLANK,
     AnswerOut,
     AskRequest,
     HealthOut,
@@ -152,6 +153,10 @@ def _validation_message(exc: RequestValidationError) -> str:
     err = exc.errors()[0]
     where = ".".join(str(p) for p in err.get("loc", ()) if p not in ("body", "query"))
     msg = str(err.get("msg", "invalid request")).removeprefix("Value error, ")
+    ctx = err.get("ctx") or {}
+    if (err.get("type"), ctx.get("pattern"), ctx.get("min_length")) in (
+            ("string_pattern_mismatch", NOT_BLANK, None), ("string_too_short", None, 1)):
+        msg = "must not be empty"
     return f"{where}: {msg}" if where else msg
 
 
@@ -257,7 +262,8 @@ def create_app(*, index: Path, settings: Settings, docs: Path, generator: str | 
     @app.get("/search", response_model=SearchOut, responses=ERRORS)
     def search(
         request: Request,
-        q: Annotated[str, Query(max_length=4000, description="The query.")],
+        q: Annotated[str, Query(min_length=1, max_length=4000, pattern=NOT_BLANK,
+                                description="The query.")],
         k: Annotated[int | None, Query(ge=1, le=1000, description="Hits to return.")] = None,
         mode: Annotated[Mode | None, Query(description="dense, lexical or hybrid.")] = None,
         groups: Annotated[str, Query(
@@ -277,7 +283,7 @@ def create_app(*, index: Path, settings: Settings, docs: Path, generator: str | 
         return answer_payload(answer, state.docs, pipeline.version)
 
     @app.post("/index", response_model=IndexOut, responses=ERRORS)
-    async def reindex(request: Request, body: IndexRequest | None = None,
+    async def reindex(request: Request, body: IndexRequest,
                       _: Annotated[Any, Security(BEARER)] = None) -> Any:
         if request.state.identity.user is None:  # writes need someone to answer for them
             return _error(401, "POST /index needs an API token",
@@ -286,7 +292,7 @@ def create_app(*, index: Path, settings: Settings, docs: Path, generator: str | 
             return JSONResponse({"error": BUSY}, status_code=409)
         try:  # in a worker thread, so /search and /ask keep answering meanwhile
             report, pipeline = await run_in_threadpool(
-                state.reindex, bool(body and body.rebuild))
+                state.reindex, body.rebuild)
         finally:
             state.reindex_lock.release()
         return {"version": pipeline.version, "chunks": len(pipeline.retriever.index.chunks),

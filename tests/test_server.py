@@ -238,6 +238,7 @@ def test_budget_exclusions_name_their_source(docs, tmp_path, embedder):
 
 @pytest.mark.parametrize("payload, where", [
     ({"question": "   "}, "question: must not be empty"),
+    ({"question": ""}, "question: must not be empty"),
     ({}, "question: Field required"),
     ({"question": "ports?", "mode": "fuzzy"}, "mode: Input should be"),
     ({"question": "ports?", "groups": "staff"}, "groups: Input should be a valid list"),
@@ -250,8 +251,9 @@ def test_bad_ask_requests_get_one_clear_error(client, payload, where):
 
 
 def test_error_shapes(client, monkeypatch):
-    empty = client.get("/search", params={"q": "  "})
-    assert (empty.status_code, empty.json()) == (400, {"error": "the query is empty"})
+    for blank in ("", "  ", "\t\x1c"):
+        empty = client.get("/search", params={"q": blank})
+        assert (empty.status_code, empty.json()) == (422, {"error": "q: must not be empty"})
     assert client.get("/search", params={"q": "x", "k": 0}).status_code == 422
     assert client.get("/nowhere").json() == {"error": "Not Found"}
 
