@@ -291,8 +291,7 @@ def create_app(*, index: Path, settings: Settings, docs: Path, generator: str | 
         if not state.reindex_lock.acquire(blocking=False):
             return JSONResponse({"error": BUSY}, status_code=409)
         try:  # in a worker thread, so /search and /ask keep answering meanwhile
-            report, pipeline = await run_in_threadpool(
-                state.reindex, body.rebuild)
+            report, pipeline = await run_in_threadpool(state.reindex, body.rebuild)
         finally:
             state.reindex_lock.release()
         return {"version": pipeline.version, "chunks": len(pipeline.retriever.index.chunks),
