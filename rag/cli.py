@@ -336,6 +336,10 @@ def serve(
     watch: Annotated[bool, typer.Option(
         "--watch", help="Re-index when the docs change; requests see old or new, never a mix.")]
     = False,
+    dev_trust_claimed_groups: Annotated[bool, typer.Option(
+        "--dev-trust-claimed-groups",
+        help="Believe the groups a request names (development only: anyone reads anything).",
+    )] = False,
 ) -> None:
     """HTTP API and web page: ask from a browser, click a citation, see the cited lines."""
     from rag.server import serve as run_server
@@ -343,7 +347,8 @@ def serve(
     settings = _settings(config)
     target = _target(index, docs, settings)
     run_server(index=target.index, settings=settings, docs=target.docs, host=host, port=port,
-               generator=generator, watch=watch)
+               generator=generator, watch=watch,
+               trust_claimed_groups=dev_trust_claimed_groups)
 
 
 @app.command()
@@ -385,6 +390,57 @@ def verify(
     code = verify_file(answer_file, docs, _settings(config), json_out=json_out,
                        echo=typer.echo)
     raise typer.Exit(code)
+
+
+token_app = typer.Typer(no_args_is_help=True,
+                        help="API tokens for `rag serve` (stored hashed in [server] tokens_file).")
+app.add_typer(token_app, name="token")
+
+
+@token_app.command("add")
+@clean_errors
+def token_add(
+    name: Annotated[str, typer.Argument(help="User name the token stands for.")],
+    groups: GroupsOpt = "",
+    config: ConfigOpt = None,
+) -> None:
+    """Create a token for NAME and print it once; only its hash is kept."""
+    from rag.auth import add_token, parse_groups, tokens_path
+
+    path = tokens_path(_settings(config).server)
+    token = add_token(path, name, parse_groups(groups))
+    typer.echo(f"token for {name} (shown once; store it now):", err=True)
+    typer.echo(token)
+
+
+@token_app.command("list")
+@clean_errors
+def token_list(config: ConfigOpt = None, json_out: JsonOpt = False) -> None:
+    """Users with a token and their groups (tokens themselves are never stored)."""
+    from rag.auth import read_tokens, tokens_path
+
+    entries = read_tokens(tokens_path(_settings(config).server))
+    for e in entries:
+        if json_out:
+            typer.echo(json_line({"name": e.name, "groups": list(e.groups),
+                                   "created": e.created}))
+        else:
+            typer.echo(one_line(f"{e.name}  groups: {','.join(e.groups) or '-'}  created {e.created}"))
+    if not entries and not json_out:
+        typer.echo("no tokens", err=True)
+
+
+@token_app.command("remove")
+@clean_errors
+def token_remove(
+    name: Annotated[str, typer.Argument(help="User whose token stops working.")],
+    config: ConfigOpt = None,
+) -> None:
+    """Revoke NAME's token; a running server refuses it from the next request."""
+    from rag.auth import remove_token, tokens_path
+
+    remove_token(tokens_path(_settings(config).server), name)
+    typer.echo(f"removed the token of {name}", err=True)
 
 
 def main() -> None:

@@ -5,6 +5,7 @@ Environment overrides use ``RAG_<SECTION>__<FIELD>``, e.g. ``RAG_GENERATION__BAS
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import tomllib
 from pathlib import Path
@@ -191,6 +192,48 @@ def pattern_problem(pattern: str) -> str | None:
     return None
 
 
+class ServerSettings(_Section):
+    tokens_file: str = Field(
+        "", description="JSON file of API tokens (sha256 hashes, names, groups) that "
+        "`rag token add` writes and `rag serve` reads; empty = no tokens.",
+    )
+    trusted_proxies: list[str] = Field(
+        default_factory=list,
+        description="Addresses or networks (e.g. 10.0.0.5, 10.1.0.0/16) of authenticating "
+        "proxies whose identity headers are believed; empty = none.",
+    )
+    user_header: str = Field(
+        "X-Forwarded-User", description="Header a trusted proxy puts the user's name in."
+    )
+    groups_header: str = Field(
+        "X-Forwarded-Groups", description="Header a trusted proxy puts the comma-separated "
+        "groups of the user in.",
+    )
+    allowed_hosts: list[str] = Field(
+        default_factory=list,
+        description="Host header values served (host or host:port; \"*\" = any). Empty = "
+        "127.0.0.1, localhost and [::1] on the serving port, plus the --host address.",
+    )
+
+    @field_validator("trusted_proxies", "allowed_hosts", mode="before")
+    @classmethod
+    def _comma_list(cls, value: Any) -> Any:
+        """An environment override is one string: `10.0.0.5, 10.0.0.6`."""
+        if isinstance(value, str):
+            return [part.strip() for part in value.split(",") if part.strip()]
+        return value
+
+    @field_validator("trusted_proxies")
+    @classmethod
+    def _networks(cls, value: list[str]) -> list[str]:
+        for entry in value:
+            try:
+                ipaddress.ip_network(entry, strict=False)
+            except ValueError:
+                raise ValueError(f"{entry!r} is not an IP address or network") from None
+        return value
+
+
 class Settings(_Section):
     docs: DocsSettings = DocsSettings()
     chunking: ChunkingSettings = ChunkingSettings()
@@ -201,6 +244,7 @@ class Settings(_Section):
     generation: GenerationSettings = GenerationSettings()
     verification: VerificationSettings = VerificationSettings()
     visibility: VisibilitySettings = VisibilitySettings()
+    server: ServerSettings = ServerSettings()
 
 
 def _fields(section: str) -> dict[str, Any]:

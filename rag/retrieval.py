@@ -6,6 +6,8 @@ taking the top k, so a user still gets k visible hits when they exist.
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -18,6 +20,7 @@ from rag.records import Chunk, SearchHit
 from rag.store import IndexVersion, faiss_id
 
 MODES = ("dense", "lexical", "hybrid")
+FILTER_CACHE = 128  # group sets whose filters are kept: each holds a mask and an id list
 
 
 def visible(chunk: Chunk, groups: frozenset[str]) -> bool:
@@ -57,7 +60,8 @@ class Retriever:
                 f"({index.manifest.dimension} dims) but the config uses {embedder.name} "
                 f"({embedder.dimension} dims); rebuild with `rag index --rebuild`"
             )
-        self._filters: dict[frozenset[str], _Filter] = {}
+        self._filters: OrderedDict[frozenset[str], _Filter] = OrderedDict()  # LRU
+        self._filters_lock = threading.Lock()
 
     def search(
         self,
@@ -119,9 +123,11 @@ class Retriever:
         return self.index.lexical.search(query, min(k, filt.count), filt.rows)
 
     def _filter(self, groups: frozenset[str]) -> _Filter:
-        cached = self._filters.get(groups)
-        if cached is not None:
-            return cached
+        with self._filters_lock:
+            cached = self._filters.get(groups)
+            if cached is not None:
+                self._filters.move_to_end(groups)
+                return cached
         import faiss
 
         chunks = self.index.chunks
@@ -133,7 +139,10 @@ class Retriever:
             ids = np.array([faiss_id(c.chunk_id) for c, ok in zip(chunks, mask) if ok],
                            dtype=np.int64)
             filt = _Filter(mask.astype(np.float32), faiss.IDSelectorBatch(ids), count)
-        self._filters[groups] = filt
+        with self._filters_lock:
+            self._filters[groups] = filt
+            while len(self._filters) > FILTER_CACHE:
+                self._filters.popitem(last=False)
         return filt
 
 

@@ -18,7 +18,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, field_validator
 
-from rag.errors import CitationError, RagError
+from rag.errors import CitationError, RagError, UsageError
 from rag.paths import check_inside, check_relative
 from rag.records import Answer, Chunk
 
@@ -109,13 +109,13 @@ def _recorded_text(citation: dict[str, Any], evidence: dict[str, dict[str, Any]]
         first = int(citation["start_line"]) - int(ev.get("start_line", 1))
         return "\n".join(lines[first:first + int(citation["end_line"])
                                - int(citation["start_line"]) + 1])
-    raise RagError(f"citation {citation.get('label')!r} has no recorded text to check; "
+    raise UsageError(f"citation {citation.get('label')!r} has no recorded text to check; "
                    "save answers with `rag ask --json`")
 
 
 def _citations(data: dict[str, Any]) -> list[dict[str, Any]]:
     if not isinstance(data, dict) or not isinstance(data.get("citations"), list):
-        raise RagError("not a saved answer: no `citations` list (save one with `rag ask --json`)")
+        raise UsageError("not a saved answer: no `citations` list (save one with `rag ask --json`)")
     out = list(data["citations"])
     for statement in data.get("statements") or []:
         out.extend(statement.get("citations") or [] if isinstance(statement, dict) else [])
@@ -124,7 +124,7 @@ def _citations(data: dict[str, Any]) -> list[dict[str, Any]]:
         try:
             key = (str(c["source_path"]), int(c["start_line"]), int(c["end_line"]))
         except (KeyError, TypeError, ValueError):
-            raise RagError(f"citation {c!r:.60} lacks source_path, start_line or end_line") \
+            raise UsageError(f"citation {c!r:.60} lacks source_path, start_line or end_line") \
                 from None
         seen.setdefault(key, c)
     return list(seen.values())
@@ -185,9 +185,24 @@ def may_see(groups: frozenset[str], restrictions: list[tuple[str, ...]]) -> bool
     return all(not groups.isdisjoint(s) for s in restrictions)
 
 
+_SAVED_ANSWER_SCHEMA: dict[str, Any] = {
+    "required": ["citations"],
+    "properties": {"citations": {"type": "array", "items": {
+        "type": "object", "required": ["source_path", "start_line", "end_line"],
+        "properties": {"source_path": {"type": "string", "minLength": 1},
+                       "start_line": {"type": "integer", "minimum": 1},
+                       "end_line": {"type": "integer", "minimum": 1},
+                       "text": {"type": "string"},
+                       "lines": {"type": "array", "minItems": 1, "items": {
+                           "type": "object", "properties": {"text": {"type": "string"}}}}},
+        "anyOf": [{"required": ["text"]}, {"required": ["lines"]}]}}},
+}
+
+
 class VerifyRequest(BaseModel):
     answer: dict[str, Any] = Field(..., description="A saved answer, as `rag ask --json` "
-                                   "prints it or `POST /ask` returns it.")
+                                   "prints it or `POST /ask` returns it.",
+                                   json_schema_extra=_SAVED_ANSWER_SCHEMA)
     groups: list[str] = Field(default_factory=list, description="Groups of the asking user.")
 
     @field_validator("answer")

@@ -14,174 +14,44 @@ import threading
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
-from fastapi import FastAPI, Query, Request
+from fastapi import FastAPI, Query, Request, Security
 from fastapi.concurrency import run_in_threadpool
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, JSONResponse
+from fastapi.security import HTTPBearer
 from fastapi.staticfiles import StaticFiles
-from pydantic import BaseModel, ConfigDict, Field, field_validator
 from starlette.exceptions import HTTPException
 
 from rag import errors
+from rag.api import (
+    ERRORS,
+    NOT_BLANK,
+    AnswerOut,
+    AskRequest,
+    HealthOut,
+    IndexOut,
+    IndexRequest,
+    Mode,
+    SearchOut,
+    answer_payload,
+)
+from rag.auth import Authenticator, HostCheck, Identity, Unauthorized
 from rag.config import Settings
 from rag.embedding import Embedder
 from rag.pipeline import Pipeline
-from rag.records import Answer
 from rag.reverify import VerifyOut, VerifyRequest, verify_payload
-from rag.verification import quote_lines
 
 log = logging.getLogger("rag.server")
 WEB = Path(__file__).parent / "web"
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
-Mode = Literal["dense", "lexical", "hybrid"]
+SAFE_METHODS = ("GET", "HEAD", "OPTIONS")
+BEARER = HTTPBearer(auto_error=False, description="An API token from `rag token add`.")
 # Documents are untrusted: even if some text slipped into markup, no script could load or run.
 CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
        "connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'")
 BUSY = "a re-index is already running; try again when it has finished"
-
-
-class _Request(BaseModel):
-    model_config = ConfigDict(extra="forbid")  # a misspelt field is an error, not ignored
-
-
-class AskRequest(_Request):
-    question: str = Field(..., max_length=4000, description="The question, in plain words.")
-    groups: list[str] = Field(default_factory=list, description="Groups of the asking user.")
-    mode: Mode | None = Field(None, description="Search mode; default from config.")
-
-    @field_validator("question")
-    @classmethod
-    def _not_blank(cls, value: str) -> str:
-        if not value.strip():
-            raise ValueError("must not be empty")
-        return value.strip()
-
-
-class IndexRequest(_Request):
-    rebuild: bool = Field(False, description="Re-embed everything instead of only changes.")
-
-
-class Line(BaseModel):
-    number: int
-    text: str
-
-
-class CitationOut(BaseModel):
-    label: str
-    source_path: str
-    chunk_id: str
-    start_line: int
-    end_line: int
-    heading: str | None
-    lines: list[Line] = Field(description="The cited lines as the docs file has them now.")
-    lines_note: str | None = Field(None, description="Why `lines` is empty, if it is.")
-
-
-class StatementOut(BaseModel):
-    text: str
-    citations: list[CitationOut]
-    supported: bool
-    support_score: float
-
-
-class HitOut(BaseModel):
-    chunk_id: str
-    source_id: str
-    source_path: str
-    text: str
-    start_line: int
-    end_line: int
-    heading: str | None
-    visibility: list[str]
-    score: float
-    rank: int
-
-
-class EvidenceOut(HitOut):
-    label: str
-
-
-class ExcludedOut(BaseModel):
-    chunk_id: str
-    reason: str
-    source_path: str | None = None
-    start_line: int | None = None
-    end_line: int | None = None
-    heading: str | None = None
-
-
-class AnswerOut(BaseModel):
-    question: str
-    answer: str
-    statements: list[StatementOut]
-    citations: list[CitationOut]
-    insufficient_evidence: bool
-    evidence: list[EvidenceOut]
-    excluded: list[ExcludedOut]
-    generator: str
-    extractive_fallback: bool
-    unsupported: list[StatementOut]
-    timings: dict[str, float]
-    tokens: dict[str, int]
-    label_checks: dict[str, int]
-    index_version: str
-
-
-class SearchOut(BaseModel):
-    query: str
-    version: str
-    hits: list[HitOut]
-
-
-class HealthOut(BaseModel):
-    status: str
-    chunks: int
-    version: str
-
-
-class IndexOut(BaseModel):
-    version: str
-    chunks: int
-    summary: str
-    report: dict[str, Any]
-
-
-class ErrorOut(BaseModel):
-    error: str
-
-
-ERRORS: dict[int | str, dict[str, Any]] = {
-    code: {"model": ErrorOut} for code in (400, 403, 409, 422, 500, 503)
-}
-
-
-def answer_payload(answer: Answer, docs: Path, version: str) -> dict[str, Any]:
-    """Answer.to_dict() plus the cited lines, where excluded evidence came from, the version."""
-    data = answer.to_dict()
-    indexed = {e.chunk.chunk_id: e.chunk.text for e in answer.evidence}
-    files: dict[str, list[str] | None] = {}
-
-    def with_lines(citation: dict[str, Any]) -> dict[str, Any]:
-        lines, note = quote_lines(docs, citation["source_path"], citation["start_line"],
-                                  citation["end_line"], indexed.get(citation["chunk_id"], ""),
-                                  files)
-        return {**citation, "lines": [{"number": n, "text": t} for n, t in lines],
-                "lines_note": note}
-
-    data["citations"] = [with_lines(c) for c in data["citations"]]
-    for key in ("statements", "unsupported"):
-        for statement in data[key]:
-            statement["citations"] = [with_lines(c) for c in statement["citations"]]
-    hits = {h.chunk.chunk_id: h.chunk for h in answer.hits}
-    for item in data["excluded"]:
-        chunk = hits.get(item["chunk_id"])
-        if chunk is not None and item["reason"] != "not_visible":  # never reveal hidden paths
-            item.update(source_path=chunk.source_path, start_line=chunk.start_line,
-                        end_line=chunk.end_line, heading=chunk.heading)
-    data["index_version"] = version
-    return data
 
 
 class SharedGenerator:
@@ -268,13 +138,15 @@ class ServerState:
 
 
 def status_for(exc: errors.RagError) -> int:
-    """HTTP status of a domain error: bad input 400, model endpoint 503, the rest 500."""
+    """HTTP status of a domain error: bad input 400 or 422, model endpoint 503, the rest 500."""
     if isinstance(exc, errors.GenerationError):
         return 503
     if isinstance(exc, errors.AccessError):
         return 403
     if isinstance(exc, errors.ConfigError | errors.RetrievalError):
         return 400
+    if isinstance(exc, errors.UsageError):
+        return 422
     if isinstance(exc, errors.IndexBusyError):
         return 409
     return 500
@@ -284,6 +156,10 @@ def _validation_message(exc: RequestValidationError) -> str:
     err = exc.errors()[0]
     where = ".".join(str(p) for p in err.get("loc", ()) if p not in ("body", "query"))
     msg = str(err.get("msg", "invalid request")).removeprefix("Value error, ")
+    ctx = err.get("ctx") or {}
+    if (err.get("type"), ctx.get("pattern"), ctx.get("min_length")) in (
+            ("string_pattern_mismatch", NOT_BLANK, None), ("string_too_short", None, 1)):
+        msg = "must not be empty"
     return f"{where}: {msg}" if where else msg
 
 
@@ -308,14 +184,53 @@ def _install_error_handlers(app: FastAPI) -> None:
                             status_code=500)
 
 
-def _groups(value: str) -> list[str]:
-    return [g.strip() for g in value.split(",") if g.strip()]
+def _error(status: int, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
+    return JSONResponse({"error": message}, status_code=status, headers=headers)
+
+
+def refusal(request: Request, hosts: HostCheck, auth: Authenticator) -> JSONResponse | None:
+    """The answer to a request refused before any endpoint sees it; None lets it through.
+
+    Sets ``request.state.identity`` for the requests it lets through.
+    """
+    host = request.headers.get("host", "")
+    if not hosts.allows(host):
+        return _error(421, f"this server does not answer to Host {host[:100]!r}; "
+                           "add the name to [server] allowed_hosts")
+    if request.method not in SAFE_METHODS:
+        origin = request.headers.get("origin")
+        if origin is not None and not hosts.allows_origin(origin):
+            return _error(403, "cross-origin request refused")
+        ctype = request.headers.get("content-type", "").partition(";")[0].strip().lower()
+        if ctype != "application/json":
+            return _error(415, f"{request.method} needs a JSON body "
+                               "(Content-Type: application/json)")
+    try:
+        request.state.identity = auth.identify(
+            request.headers, request.client.host if request.client else None)
+    except Unauthorized as exc:
+        return _error(401, str(exc), headers={"WWW-Authenticate": 'Bearer realm="rag"'})
+    return None
 
 
 def create_app(*, index: Path, settings: Settings, docs: Path, generator: str | None = None,
-               embedder: Embedder | None = None) -> FastAPI:
-    """The app over the index at ``index``; ``embedder`` replaces the configured one (tests)."""
+               embedder: Embedder | None = None, trust_claimed_groups: bool = False,
+               port: int | None = None, listen_host: str | None = None) -> FastAPI:
+    """The app over the index at ``index``; ``embedder`` replaces the configured one (tests).
+
+    ``trust_claimed_groups`` believes the groups a request names (development only);
+    ``port`` and ``listen_host`` complete the default Host allow-list.
+    """
+    auth = Authenticator(settings.server)  # a damaged tokens file stops it here
+    hosts = HostCheck(settings.server.allowed_hosts, port, listen_host)
     state = ServerState(index, settings, docs, generator, embedder)
+
+    def groups_of(request: Request, claimed: list[str]) -> list[str]:
+        """The asker's groups: their credentials', or what they claim in development."""
+        identity: Identity = request.state.identity
+        if identity.user is None and trust_claimed_groups:
+            return [g.strip() for g in claimed if g.strip()]
+        return sorted(identity.groups)
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
@@ -333,54 +248,64 @@ def create_app(*, index: Path, settings: Settings, docs: Path, generator: str | 
     _install_error_handlers(app)
 
     @app.middleware("http")
-    async def security_headers(request: Request, call_next: Any) -> Any:
-        response = await call_next(request)
+    async def guard(request: Request, call_next: Any) -> Any:
+        response = refusal(request, hosts, auth) or await call_next(request)
         response.headers["Content-Security-Policy"] = CSP
         response.headers["X-Content-Type-Options"] = "nosniff"
         response.headers["Referrer-Policy"] = "no-referrer"
         return response
 
-    @app.get("/health", response_model=HealthOut)
-    def health() -> dict[str, Any]:
+    @app.get("/health", response_model=HealthOut, responses=ERRORS)
+    def health(request: Request) -> dict[str, Any]:
         pipeline = state.pipeline
         return {"status": "ok", "chunks": len(pipeline.retriever.index.chunks),
-                "version": pipeline.version}
+                "version": pipeline.version, "user": request.state.identity.user,
+                "tokens": auth.accepts_tokens, "claimed_groups": trust_claimed_groups}
 
     @app.get("/search", response_model=SearchOut, responses=ERRORS)
     def search(
-        q: Annotated[str, Query(max_length=4000, description="The query.")],
+        request: Request,
+        q: Annotated[str, Query(min_length=1, max_length=4000, pattern=NOT_BLANK,
+                                description="The query.")],
         k: Annotated[int | None, Query(ge=1, le=1000, description="Hits to return.")] = None,
         mode: Annotated[Mode | None, Query(description="dense, lexical or hybrid.")] = None,
-        groups: Annotated[str, Query(description="Comma-separated groups of the asker.")] = "",
+        groups: Annotated[str, Query(
+            max_length=4000, description="Comma-separated groups; ignored unless the server "
+            "runs with --dev-trust-claimed-groups.")] = "",
     ) -> dict[str, Any]:
         pipeline = state.pipeline  # read once: this request stays on this version
-        hits = pipeline.retriever.search(q, k=k, mode=mode, groups=_groups(groups))
+        hits = pipeline.retriever.search(q, k=k, mode=mode,
+                                         groups=groups_of(request, groups.split(",")))
         return {"query": q, "version": pipeline.version, "hits": [h.to_dict() for h in hits]}
 
     @app.post("/ask", response_model=AnswerOut, responses=ERRORS)
-    def ask(request: AskRequest) -> dict[str, Any]:
+    def ask(request: Request, body: AskRequest) -> dict[str, Any]:
         pipeline = state.pipeline
-        groups = [g.strip() for g in request.groups if g.strip()]
-        answer = pipeline.ask(request.question, mode=request.mode, groups=groups)
+        answer = pipeline.ask(body.question, mode=body.mode,
+                              groups=groups_of(request, body.groups))
         return answer_payload(answer, state.docs, pipeline.version)
 
     @app.post("/index", response_model=IndexOut, responses=ERRORS)
-    async def reindex(request: IndexRequest | None = None) -> Any:
+    async def reindex(request: Request, body: IndexRequest,
+                      _: Annotated[Any, Security(BEARER)] = None) -> Any:
+        if request.state.identity.user is None:  # writes need someone to answer for them
+            return _error(401, "POST /index needs an API token",
+                          headers={"WWW-Authenticate": 'Bearer realm="rag"'})
         if not state.reindex_lock.acquire(blocking=False):
             return JSONResponse({"error": BUSY}, status_code=409)
         try:  # in a worker thread, so /search and /ask keep answering meanwhile
-            report, pipeline = await run_in_threadpool(
-                state.reindex, bool(request and request.rebuild))
+            report, pipeline = await run_in_threadpool(state.reindex, body.rebuild)
         finally:
             state.reindex_lock.release()
         return {"version": pipeline.version, "chunks": len(pipeline.retriever.index.chunks),
                 "summary": report.summary(), "report": report.to_dict()}
 
     @app.post("/verify", response_model=VerifyOut, responses=ERRORS)
-    def verify(request: VerifyRequest) -> dict[str, Any]:
+    def verify(request: Request, body: VerifyRequest) -> dict[str, Any]:
         """Re-check a saved answer's citations against the docs now (see `rag verify`)."""
+        body = body.model_copy(update={"groups": groups_of(request, body.groups)})
         pipeline = state.pipeline
-        return verify_payload(request, state.docs, pipeline.retriever.index, state.settings)
+        return verify_payload(body, state.docs, pipeline.retriever.index, state.settings)
 
     @app.get("/", include_in_schema=False)
     def page() -> FileResponse:
@@ -391,20 +316,29 @@ def create_app(*, index: Path, settings: Settings, docs: Path, generator: str | 
 
 
 def serve(*, index: Path, settings: Settings, docs: Path, host: str, port: int,
-          generator: str | None, watch: bool = False) -> None:
+          generator: str | None, watch: bool = False,
+          trust_claimed_groups: bool = False) -> None:
     """`rag serve`: load the index and the generator once, then serve until Ctrl-C."""
     import uvicorn
 
-    app = create_app(index=index, settings=settings, docs=docs, generator=generator)
+    app = create_app(index=index, settings=settings, docs=docs, generator=generator,
+                     trust_claimed_groups=trust_claimed_groups, port=port, listen_host=host)
     # Start the model now, on the main thread (uvicorn's too): errors surface as one line.
     app.state.rag.shared.get()
     built_from = app.state.rag.pipeline.retriever.index.manifest.docs_root
     if built_from and Path(built_from) != docs.resolve():
         print(f"warning: the index was built from {built_from}, but cited lines are read from "
               f"{docs} and POST /index re-indexes {docs}", file=sys.stderr)
-    if host not in LOOPBACK:
-        print(f"warning: listening on {host}: anyone who can reach it can claim any groups",
-              file=sys.stderr)
+    if trust_claimed_groups:
+        print("warning: --dev-trust-claimed-groups: any request may name any groups and read "
+              "their docs; use it only for development", file=sys.stderr)
+    if host not in LOOPBACK and not settings.server.allowed_hosts:
+        print(f"warning: listening on {host}, but only Host headers naming 127.0.0.1, "
+              f"localhost, [::1] or {host} are answered; list the names clients use in "
+              "[server] allowed_hosts", file=sys.stderr)
+    if not settings.server.tokens_file and not settings.server.trusted_proxies:
+        print("note: no [server] tokens_file or trusted_proxies: every request sees public "
+              "docs only, and POST /index is refused", file=sys.stderr)
     shown = f"[{host}]" if ":" in host else host
     print(f"serving {docs} (index {index}) on http://{shown}:{port}/ (Ctrl-C stops)",
           file=sys.stderr)
@@ -414,7 +348,10 @@ def serve(*, index: Path, settings: Settings, docs: Path, host: str, port: int,
 
         stop_watching = watch_server(app.state.rag)
     try:
-        uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False)
+        # proxy_headers off: X-Forwarded-For must never stand in for the peer address that
+        # [server] trusted_proxies is checked against.
+        uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False,
+                    proxy_headers=False)
     except KeyboardInterrupt:  # uvicorn re-raises the Ctrl-C it handled: a normal stop
         print("stopped", file=sys.stderr)
     finally:

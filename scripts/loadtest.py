@@ -4,7 +4,10 @@ Bounded in count (--requests) and time (--max-seconds); loopback only. Prints p5
 latency per endpoint, the index versions each endpoint saw, and the error count. Exits 0
 only when every request ran and none failed.
 
-    python scripts/loadtest.py --url http://127.0.0.1:8000 --requests 200 --concurrency 8
+    RAG_TOKEN=rag_... python scripts/loadtest.py --url http://127.0.0.1:8000 --requests 200
+
+The API token in RAG_TOKEN (from `rag token add`) is sent with every request; the re-index
+needs one.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import sys
 import threading
 import time
@@ -70,8 +74,10 @@ def loopback_url(url: str) -> str:
 def call(base: str, method: str, path: str, body: dict | None, timeout: float) -> Any:
     """JSON response of one request; raises RuntimeError with one line on any failure."""
     data = None if body is None else json.dumps(body).encode("utf-8")
-    request = urllib.request.Request(base + path, data=data, method=method,
-                                     headers={"Content-Type": "application/json"})
+    headers = {"Content-Type": "application/json"}
+    if os.environ.get("RAG_TOKEN"):
+        headers["Authorization"] = f"Bearer {os.environ['RAG_TOKEN']}"
+    request = urllib.request.Request(base + path, data=data, method=method, headers=headers)
     try:
         with urllib.request.urlopen(request, timeout=max(timeout, 0.1)) as resp:
             return json.load(resp)

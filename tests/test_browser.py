@@ -6,6 +6,7 @@ browser download is never used.
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import threading
 import time
@@ -14,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from rag.auth import add_token, remove_token
 from rag.chunking import parse_document
 from rag.config import Settings
 from rag.embedding import FakeEmbedder
@@ -43,16 +45,21 @@ def file_lines(docs: Path, path: str) -> list[str]:
     return parse_document((docs / path).read_bytes().decode("utf-8")).lines
 
 
-@pytest.fixture
-def served(docs: Path, tmp_path: Path) -> Iterator[tuple[str, Path]]:
-    """(base URL, docs root) of the app run by uvicorn in a thread on a free loopback port."""
+@contextlib.contextmanager
+def serving(docs: Path, tmp_path: Path, **options: object) -> Iterator[str]:
+    """Base URL of the app run by uvicorn in a thread on a free loopback port.
+
+    The server knows one API token, for ann (group staff), in tmp_path/tokens.json.
+    """
     import uvicorn
 
     (docs / "sandbox.md").write_text(HOSTILE, encoding="utf-8")
-    settings, embedder = Settings(), FakeEmbedder()
+    settings = Settings.model_validate(
+        {"server": {"tokens_file": str(tmp_path / "tokens.json")}})
+    embedder = FakeEmbedder()
     build_index(docs, tmp_path / "index", settings, embedder)
     app = create_app(index=tmp_path / "index", settings=settings, docs=docs,
-                     generator="extractive", embedder=embedder)
+                     generator="extractive", embedder=embedder, **options)  # type: ignore
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))  # bound here and handed over: no race for the port
     server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False))
@@ -63,11 +70,23 @@ def served(docs: Path, tmp_path: Path) -> Iterator[tuple[str, Path]]:
         assert thread.is_alive() and time.monotonic() < deadline, "server did not start"
         time.sleep(0.05)
     try:
-        yield f"http://127.0.0.1:{sock.getsockname()[1]}", docs
+        yield f"http://127.0.0.1:{sock.getsockname()[1]}"
     finally:
         server.should_exit = True
         thread.join(10)
         sock.close()
+
+
+@pytest.fixture
+def token(tmp_path: Path) -> str:
+    return add_token(tmp_path / "tokens.json", "ann", ("staff",))
+
+
+@pytest.fixture
+def served(docs: Path, tmp_path: Path, token: str) -> Iterator[tuple[str, Path]]:
+    """(base URL, docs root) of a server that wants API tokens."""
+    with serving(docs, tmp_path) as base:
+        yield base, docs
 
 
 @pytest.fixture
@@ -95,12 +114,13 @@ def page(served: tuple[str, Path]) -> Iterator[object]:
     assert outside == [], f"the page tried to reach {outside}"
 
 
-def ask(page: object, question: str, groups: str = "") -> dict:
+def ask(page: object, question: str, status: int = 200) -> dict:
     page.fill("#question", question)  # type: ignore[attr-defined]
-    page.fill("#groups", groups)  # type: ignore[attr-defined]
     with page.expect_response("**/ask") as response:  # type: ignore[attr-defined]
         page.click("#ask-button")  # type: ignore[attr-defined]
-    page.wait_for_selector("#result:not([hidden])")  # type: ignore[attr-defined]
+    assert response.value.status == status
+    if status == 200:
+        page.wait_for_selector("#result:not([hidden])")  # type: ignore[attr-defined]
     return response.value.json()
 
 
@@ -158,12 +178,70 @@ def test_insufficient_evidence_and_errors_are_explained(page, served):
     assert "type a question" in page.text_content("#error")
 
 
-def test_staff_sources_need_the_staff_group(page, served):
-    public = ask(page, "How is the admin token rotated?")
+def sign_in(page: object, token: str) -> None:
+    page.fill("#token", token)  # type: ignore[attr-defined]
+    with page.expect_response("**/health"):  # type: ignore[attr-defined]
+        page.click("#signin-button")  # type: ignore[attr-defined]
+
+
+def test_the_page_asks_for_a_token_and_staff_sources_need_it(page, served, token, tmp_path):
+    question = "How is the admin token rotated?"
+    page.locator("#signin").wait_for()
+    assert page.is_hidden("#groups-field")  # the server does not believe claimed groups
+    public = ask(page, question)
     assert all(not c["source_path"].startswith("staff/") for c in public["citations"])
-    staff = ask(page, "How is the admin token rotated?", groups="staff")
+
+    sign_in(page, "rag_wrong")
+    page.locator("#signin-error", has_text="unknown or revoked API token").wait_for()
+    assert page.is_hidden("#whoami")
+    sign_in(page, token)
+    page.locator("#whoami", has_text="Signed in as ann").wait_for()
+    assert page.is_hidden("#signin") and page.input_value("#token") == ""
+    with page.expect_request("**/ask") as sent:
+        staff = ask(page, question)
+    assert sent.value.headers["authorization"] == f"Bearer {token}"
     assert any(c["source_path"] == "staff/runbook.md" for c in staff["citations"])
     assert "staff/runbook.md" in page.text_content("#chips")
+
+    page.reload()  # kept for the session: still signed in
+    page.locator("#whoami", has_text="Signed in as ann").wait_for()
+    remove_token(tmp_path / "tokens.json", "ann")  # revoked while the page is open
+    ask(page, question, status=401)
+    page.locator("#error", has_text="sign in again").wait_for()
+    assert page.is_visible("#signin") and page.is_hidden("#whoami")
+    assert page.evaluate("sessionStorage.length") == 0
+
+
+def test_public_only_hides_the_prompt_and_sign_out_forgets_the_token(page, served, token):
+    page.locator("#signin").wait_for()
+    page.click("#skip-button")
+    assert page.is_hidden("#signin")
+    page.reload()
+    page.locator("#index-info", has_text="passages indexed").wait_for()
+    assert page.is_hidden("#signin")  # the choice holds for the session
+    page.evaluate("sessionStorage.clear()")
+    page.reload()
+    page.locator("#signin").wait_for()
+    sign_in(page, token)
+    page.locator("#whoami", has_text="ann").wait_for()
+    page.click("#signout-button")
+    assert page.is_visible("#signin") and page.is_hidden("#whoami")
+    assert page.evaluate("sessionStorage.length") == 0
+
+
+def test_the_dev_flag_shows_the_groups_field(docs, tmp_path):
+    with serving(docs, tmp_path, trust_claimed_groups=True) as base, \
+            sync_api.sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
+        try:
+            tab = browser.new_page()
+            tab.goto(base + "/")
+            tab.locator("#groups-field").wait_for()
+            tab.fill("#groups", "staff")
+            body = ask(tab, "How is the admin token rotated?")
+        finally:
+            browser.close()
+    assert any(c["source_path"] == "staff/runbook.md" for c in body["citations"])
 
 
 

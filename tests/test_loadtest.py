@@ -25,9 +25,10 @@ RAG = [sys.executable, "-c", "from rag.cli import main; main()"]
 ENV = {**os.environ, "HF_HUB_OFFLINE": "1"}
 
 
-def run_load(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+def run_load(*args: str, timeout: float = 120,
+             env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, str(SCRIPT), *args], check=False, capture_output=True,
-                          text=True, timeout=timeout, env=ENV, cwd=REPO)
+                          text=True, timeout=timeout, env=env or ENV, cwd=REPO)
 
 
 @pytest.mark.parametrize("url", ["http://192.0.2.7:8000", "http://localhost:8000",
@@ -117,17 +118,24 @@ def test_load_against_rag_serve(tmp_path):
                            check=False, capture_output=True, text=True, timeout=300, env=ENV,
                            cwd=REPO)
     assert built.returncode == 0, built.stderr
+    config = tmp_path / "rag.toml"  # the re-index needs an API token
+    config.write_text(f'[server]\ntokens_file = "{tmp_path / "tokens.json"}"\n', encoding="utf-8")
+    added = subprocess.run([*RAG, "token", "add", "load", "--groups", "staff", "--config",
+                            str(config)], check=False, capture_output=True, text=True,
+                           timeout=60, env=ENV, cwd=REPO)
+    assert added.returncode == 0, added.stderr
     port = _free_port()
     with open(tmp_path / "serve.log", "wb") as log:  # the child keeps its own copy
         server = subprocess.Popen(
             [*RAG, "serve", "--index", str(index), "--docs", str(docs), "--port", str(port),
-             "--generator", "extractive"], stdout=log, stderr=subprocess.STDOUT, env=ENV,
+             "--generator", "extractive", "--config", str(config)], stdout=log, stderr=subprocess.STDOUT, env=ENV,
             cwd=REPO)
     try:
         url = f"http://127.0.0.1:{port}"
         _wait_healthy(url, server, 120)
         done = run_load("--url", url, "--requests", "60", "--concurrency", "4",
-                        "--max-seconds", "90", timeout=150)
+                        "--max-seconds", "90", timeout=150,
+                        env={**ENV, "RAG_TOKEN": added.stdout.strip()})
         assert done.returncode == 0, done.stdout + done.stderr
         assert "errors: 0" in done.stdout
         rows = {line.split()[0]: line.split() for line in done.stdout.splitlines()

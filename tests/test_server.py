@@ -11,11 +11,13 @@ import pytest
 from fastapi.testclient import TestClient
 
 from rag import indexing, store
+from rag.auth import add_token
 from rag.config import Settings
 from rag.embedding import FakeEmbedder
 from rag.errors import GenerationError
 from rag.generation import ExtractiveGenerator
 from rag.indexing import build_index
+from rag.retrieval import FILTER_CACHE, Retriever
 from rag.server import WEB, create_app
 
 PORT_QUESTION = "Which port does the HTTP API listen on by default?"
@@ -28,18 +30,38 @@ def file_lines(docs: Path, path: str) -> list[str]:
     return text.split("\n")
 
 
-def make_client(docs: Path, tmp_path: Path, settings: Settings,
-                embedder: FakeEmbedder) -> TestClient:
+def with_tokens(settings: Settings, tmp_path: Path) -> tuple[Settings, dict[str, dict]]:
+    """Settings naming a tokens file with two users, and the headers each sends."""
+    path = tmp_path / "tokens.json"
+    settings = settings.model_copy(update={"server": settings.server.model_copy(
+        update={"tokens_file": str(path)})})
+    return settings, {name: {"Authorization": f"Bearer {add_token(path, name, groups)}"}
+                      for name, groups in (("ann", ("staff",)), ("bob", ("sales",)))}
+
+
+def make_client(docs: Path, tmp_path: Path, settings: Settings, embedder: FakeEmbedder,
+                **options: object) -> TestClient:
     build_index(docs, tmp_path / "index", settings, embedder)
     app = create_app(index=tmp_path / "index", settings=settings, docs=docs,
-                     generator="extractive", embedder=embedder)
-    return TestClient(app, raise_server_exceptions=False)
+                     generator="extractive", embedder=embedder, **options)  # type: ignore
+    return TestClient(app, raise_server_exceptions=False, base_url="http://127.0.0.1:8000")
 
 
 @pytest.fixture
-def client(docs: Path, tmp_path: Path, settings: Settings,
+def authed(settings: Settings, tmp_path: Path) -> tuple[Settings, dict[str, dict]]:
+    return with_tokens(settings, tmp_path)
+
+
+@pytest.fixture
+def user(authed: tuple[Settings, dict[str, dict]]) -> dict[str, dict]:
+    """Headers per user: ann (staff), bob (sales)."""
+    return authed[1]
+
+
+@pytest.fixture
+def client(docs: Path, tmp_path: Path, authed: tuple[Settings, dict[str, dict]],
            embedder: FakeEmbedder) -> Iterator[TestClient]:
-    with make_client(docs, tmp_path, settings, embedder) as c:
+    with make_client(docs, tmp_path, authed[0], embedder) as c:
         yield c
 
 
@@ -47,10 +69,12 @@ def chunk_ids(index_root: Path) -> set[str]:
     return {c.chunk_id for c in store.load(index_root).chunks}
 
 
-def test_health_reports_the_loaded_index(client, tmp_path):
+def test_health_reports_the_loaded_index_and_who_is_asking(client, tmp_path, user):
     body = client.get("/health").json()
     version = store.load(tmp_path / "index")
-    assert body == {"status": "ok", "chunks": len(version.chunks), "version": version.path.name}
+    assert body == {"status": "ok", "chunks": len(version.chunks), "version": version.path.name,
+                    "user": None, "tokens": True, "claimed_groups": False}
+    assert client.get("/health", headers=user["ann"]).json()["user"] == "ann"
 
 
 def test_search_hits_carry_their_place_and_text(client, docs):
@@ -65,15 +89,15 @@ def test_search_hits_carry_their_place_and_text(client, docs):
         assert {"heading", "chunk_id", "score"} <= set(hit)
 
 
-def test_search_shows_staff_docs_only_to_staff(client):
-    def paths(groups: str) -> set[str]:
-        resp = client.get("/search", params={"q": "rotate admin token vault", "k": 50,
-                                             "groups": groups})
+def test_search_shows_staff_docs_only_to_staff(client, user):
+    def paths(headers: dict) -> set[str]:
+        resp = client.get("/search", params={"q": "rotate admin token vault", "k": 50},
+                          headers=headers)
         return {h["source_path"] for h in resp.json()["hits"]}
 
-    assert "staff/runbook.md" not in paths("")
-    assert "staff/runbook.md" not in paths("sales, support")
-    assert "staff/runbook.md" in paths("sales,staff")
+    assert "staff/runbook.md" not in paths({})
+    assert "staff/runbook.md" not in paths(user["bob"])
+    assert "staff/runbook.md" in paths(user["ann"])
 
 
 def test_ask_citations_show_the_files_own_lines(client, docs):
@@ -91,9 +115,9 @@ def test_ask_citations_show_the_files_own_lines(client, docs):
     assert any(c["source_path"] == "server-ports.md" for c in body["citations"])
 
 
-def test_ask_uses_the_askers_groups(client):
+def test_ask_uses_the_askers_groups(client, user):
     public = client.post("/ask", json={"question": TOKEN_QUESTION}).json()
-    staff = client.post("/ask", json={"question": TOKEN_QUESTION, "groups": ["staff"]}).json()
+    staff = client.post("/ask", json={"question": TOKEN_QUESTION}, headers=user["ann"]).json()
     assert all(not e["source_path"].startswith("staff/") for e in public["evidence"])
     assert "4242" not in public["answer"]
     assert any(c["source_path"] == "staff/runbook.md" for c in staff["citations"])
@@ -108,7 +132,7 @@ def test_cited_lines_are_withheld_when_the_file_changed(client, docs):
     assert "changed since it was indexed" in cite["lines_note"]
 
 
-def test_reindex_picks_up_an_edited_file(client, docs):
+def test_reindex_picks_up_an_edited_file(client, docs, user):
     def zanzibar_hits() -> list[dict]:
         hits = client.get("/search", params={"q": "zanzibar", "mode": "lexical"}).json()["hits"]
         return [h for h in hits if "zanzibar" in h["text"]]
@@ -117,7 +141,7 @@ def test_reindex_picks_up_an_edited_file(client, docs):
     assert zanzibar_hits() == []
     with open(docs / "faq.md", "a", encoding="utf-8") as fh:
         fh.write("\n## Where is the data centre?\n\nThe primary data centre is in zanzibar.\n")
-    resp = client.post("/index")
+    resp = client.post("/index", json={}, headers=user["bob"])
     assert resp.status_code == 200
     assert resp.json()["report"]["changed"] == ["faq.md"]
     assert resp.json()["version"] != before
@@ -142,17 +166,18 @@ def _gate_reindex(monkeypatch) -> tuple[threading.Event, threading.Event]:
 
 
 def test_second_reindex_at_once_gets_409_and_search_keeps_answering(
-        client, docs, tmp_path, monkeypatch):
+        client, docs, tmp_path, monkeypatch, user):
     entered, release = _gate_reindex(monkeypatch)
     old_version = client.get("/health").json()["version"]
     old_ids = chunk_ids(tmp_path / "index")
     first: dict = {}
-    worker = threading.Thread(target=lambda: first.update(resp=client.post("/index")))
+    worker = threading.Thread(target=lambda: first.update(
+        resp=client.post("/index", json={}, headers=user["ann"])))
     (docs / "faq.md").write_text("# FAQ\n\nEverything about the moon base.\n", encoding="utf-8")
     worker.start()
     try:
         assert entered.wait(10)
-        second = client.post("/index")
+        second = client.post("/index", json={"rebuild": True}, headers=user["bob"])
         assert second.status_code == 409
         assert second.json() == {"error": "a re-index is already running; "
                                           "try again when it has finished"}
@@ -170,7 +195,7 @@ def test_second_reindex_at_once_gets_409_and_search_keeps_answering(
     assert any("moon base" in h["text"] for h in after["hits"])
 
 
-def test_an_answer_in_flight_keeps_the_index_it_started_with(client, docs, tmp_path):
+def test_an_answer_in_flight_keeps_the_index_it_started_with(client, docs, tmp_path, user):
     state = client.app.state.rag
     started, release = threading.Event(), threading.Event()
 
@@ -191,7 +216,7 @@ def test_an_answer_in_flight_keeps_the_index_it_started_with(client, docs, tmp_p
         assert started.wait(10)
         path = docs / "server-ports.md"
         path.write_bytes(path.read_bytes().replace(b"Tidewatch listens", b"Tidewatch serves"))
-        assert client.post("/index").status_code == 200
+        assert client.post("/index", json={}, headers=user["ann"]).status_code == 200
         assert client.get("/health").json()["version"] != old_version
     finally:
         release.set()
@@ -213,6 +238,7 @@ def test_budget_exclusions_name_their_source(docs, tmp_path, embedder):
 
 @pytest.mark.parametrize("payload, where", [
     ({"question": "   "}, "question: must not be empty"),
+    ({"question": ""}, "question: must not be empty"),
     ({}, "question: Field required"),
     ({"question": "ports?", "mode": "fuzzy"}, "mode: Input should be"),
     ({"question": "ports?", "groups": "staff"}, "groups: Input should be a valid list"),
@@ -225,8 +251,9 @@ def test_bad_ask_requests_get_one_clear_error(client, payload, where):
 
 
 def test_error_shapes(client, monkeypatch):
-    empty = client.get("/search", params={"q": "  "})
-    assert (empty.status_code, empty.json()) == (400, {"error": "the query is empty"})
+    for blank in ("", "  ", "\t\x1c"):
+        empty = client.get("/search", params={"q": blank})
+        assert (empty.status_code, empty.json()) == (422, {"error": "q: must not be empty"})
     assert client.get("/search", params={"q": "x", "k": 0}).status_code == 422
     assert client.get("/nowhere").json() == {"error": "Not Found"}
 
@@ -255,7 +282,7 @@ def test_page_is_self_contained_and_never_injects_markup(client):
     page = client.get("/")
     assert page.status_code == 200 and "text/html" in page.headers["content-type"]
     assert "default-src 'none'" in page.headers["content-security-policy"]
-    assert 'id="question"' in page.text and 'id="groups"' in page.text
+    assert 'id="question"' in page.text and 'id="token"' in page.text
     for name in ("app.js", "style.css"):
         assert client.get(f"/static/{name}").status_code == 200
     for path in WEB.iterdir():
@@ -264,3 +291,22 @@ def test_page_is_self_contained_and_never_injects_markup(client):
         assert "@import" not in text and "url(http" not in text, path.name
     script = (WEB / "app.js").read_text(encoding="utf-8")
     assert not re.search(r"innerHTML|outerHTML|insertAdjacentHTML|document\.write", script)
+
+
+def test_many_distinct_group_sets_keep_the_filter_cache_bounded(docs, tmp_path, settings,
+                                                                embedder):
+    """60,000 group sets once grew a server by 500 MB: each kept its own filter forever."""
+    build_index(docs, tmp_path / "index", settings, embedder)
+    retriever = Retriever(store.load(tmp_path / "index"), embedder, settings.retrieval)
+
+    def sees_runbook(groups: set[str]) -> bool:
+        hits = retriever.search("rotate admin token vault", k=50, mode="lexical", groups=groups)
+        return any(h.chunk.source_path == "staff/runbook.md" for h in hits)
+
+    assert sees_runbook({"staff"})
+    for i in range(FILTER_CACHE * 5):
+        assert not sees_runbook({f"team-{i}", "sales"})
+        assert len(retriever._filters) <= FILTER_CACHE
+    assert len(retriever._filters) == FILTER_CACHE
+    assert frozenset({"staff"}) not in retriever._filters  # the least recently used went first
+    assert sees_runbook({"staff"}) and not sees_runbook({"team-0", "sales"})  # rebuilt right

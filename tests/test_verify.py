@@ -10,6 +10,7 @@ from fastapi.testclient import TestClient
 from typer.testing import CliRunner
 
 from rag import embedding
+from rag.auth import add_token
 from rag.cli import app
 from rag.config import Settings
 from rag.embedding import FakeEmbedder
@@ -133,12 +134,19 @@ def test_bad_input_is_one_line(saved: Path, tmp_path: Path):
     assert code == 9 and "outside the docs folder" in err and err.count("\n") == 1
 
 
+STAFF: dict[str, str] = {}
+
+
 @pytest.fixture
 def client(docs: Path, tmp_path: Path, settings: Settings, embedder: FakeEmbedder):
+    tokens = tmp_path / "tokens.json"
+    STAFF["Authorization"] = f"Bearer {add_token(tokens, 'ann', ('staff',))}"
+    settings = settings.model_copy(update={"server": settings.server.model_copy(
+        update={"tokens_file": str(tokens)})})
     build_index(docs, tmp_path / "index", settings, embedder)
     app = create_app(index=tmp_path / "index", settings=settings, docs=docs,
                      generator="extractive", embedder=embedder)
-    with TestClient(app, raise_server_exceptions=False) as c:
+    with TestClient(app, raise_server_exceptions=False, base_url="http://127.0.0.1:8000") as c:
         yield c
 
 
@@ -158,11 +166,14 @@ def test_http_verify_reports_exact_then_moved(client: TestClient, docs: Path):
 
 def test_http_verify_never_checks_a_file_the_caller_may_not_see(client: TestClient):
     question = "How is the admin token rotated and where is it stored?"
-    answer = client.post("/ask", json={"question": question, "groups": ["staff"]}).json()
+    answer = client.post("/ask", json={"question": question}, headers=STAFF).json()
     assert any(c["source_path"] == "staff/runbook.md" for c in answer["citations"])
     resp = client.post("/verify", json={"answer": answer})
     assert resp.status_code == 403 and "runbook" not in resp.text
+    # Groups a request claims are not believed: only the token's groups count.
     resp = client.post("/verify", json={"answer": answer, "groups": ["staff"]})
+    assert resp.status_code == 403 and "runbook" not in resp.text
+    resp = client.post("/verify", json={"answer": answer}, headers=STAFF)
     assert resp.status_code == 200 and resp.json()["all_exact"]
     for path in (".hidden/notes.md", "settings.toml"):  # files that are not docs sources
         (docs_dir(client) / path).parent.mkdir(exist_ok=True)

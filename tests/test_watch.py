@@ -89,7 +89,7 @@ def test_serve_watch_swaps_in_the_new_index(docs: Path, tmp_path: Path, settings
     app = create_app(index=tmp_path / "index", settings=settings, docs=docs,
                      generator="extractive", embedder=embedder)
     ready = threading.Event()
-    with TestClient(app) as client:
+    with TestClient(app, base_url="http://127.0.0.1:8000") as client:
         def paths() -> list[str]:
             resp = client.get("/search", params={"q": "quokka", "mode": "lexical"})
             return [h["source_path"] for h in resp.json()["hits"]]

@@ -3,6 +3,21 @@
 "use strict";
 
 const $ = (id) => document.getElementById(id);
+const TOKEN_KEY = "rag-token";  // sessionStorage: gone when the tab closes
+const SKIP_KEY = "rag-public-only";
+let claimedGroups = false;  // the server believes the groups field (development only)
+
+function storedToken() {
+  return sessionStorage.getItem(TOKEN_KEY) || "";
+}
+
+/** Headers for every request: the bearer token, when this tab has one. */
+function authHeaders(extra) {
+  const headers = Object.assign({}, extra || {});
+  const token = storedToken();
+  if (token) headers.Authorization = `Bearer ${token}`;
+  return headers;
+}
 
 /** A new element; `text` goes in as textContent, never as markup. */
 function el(tag, className, text) {
@@ -46,6 +61,7 @@ async function errorMessage(response) {
   }
   const prefix = {
     400: "The request was not accepted",
+    401: "Please sign in again",
     403: "Not allowed",
     409: "Busy",
     422: "Please check the question",
@@ -173,8 +189,10 @@ async function ask(event) {
     $("question").focus();
     return;
   }
-  const groups = $("groups").value.split(",").map((g) => g.trim()).filter(Boolean);
-  const body = { question, groups };
+  const body = { question };
+  if (claimedGroups) {
+    body.groups = $("groups").value.split(",").map((g) => g.trim()).filter(Boolean);
+  }
   if ($("mode").value) body.mode = $("mode").value;
   $("ask-button").disabled = true;
   show("result", false);  // never leave the last answer up as if it answered this question
@@ -183,9 +201,15 @@ async function ask(event) {
   try {
     const response = await fetch("/ask", {
       method: "POST",
-      headers: { "Content-Type": "application/json" },
+      headers: authHeaders({ "Content-Type": "application/json" }),
       body: JSON.stringify(body),
     });
+    if (response.status === 401) {
+      await signedOut(await errorMessage(response));
+      showError("Your token was not accepted; sign in again or continue with public docs.");
+      setStatus("");
+      return;
+    }
     if (!response.ok) {
       showError(await errorMessage(response));
       setStatus("");
@@ -201,19 +225,64 @@ async function ask(event) {
   }
 }
 
+/** Forget the token and ask for one, saying why. */
+async function signedOut(reason) {
+  sessionStorage.removeItem(TOKEN_KEY);
+  sessionStorage.removeItem(SKIP_KEY);
+  $("signin-error").textContent = reason || "";
+  show("signin-error", Boolean(reason));
+  show("whoami", false);
+  show("signin", true);
+  $("token").focus();
+}
+
+/** Ask the server who we are; returns false when it refused the token. */
 async function loadHealth() {
+  let response;
   try {
-    const response = await fetch("/health");
-    if (!response.ok) return;
-    const data = await response.json();
-    $("index-info").textContent = `${data.chunks} passages indexed · ${data.version}`;
+    response = await fetch("/health", { headers: authHeaders() });
   } catch (_) {
     $("index-info").textContent = "";
+    return true;
   }
+  if (response.status === 401) {
+    await signedOut(await errorMessage(response));
+    return false;
+  }
+  if (!response.ok) return true;
+  const data = await response.json();
+  $("index-info").textContent = `${data.chunks} passages indexed · ${data.version}`;
+  claimedGroups = Boolean(data.claimed_groups);
+  show("groups-field", claimedGroups);
+  $("user-name").textContent = data.user || "";
+  show("whoami", Boolean(data.user));
+  const wantsToken = data.tokens && !data.user && !sessionStorage.getItem(SKIP_KEY);
+  show("signin", wantsToken);
+  if (!wantsToken) show("signin-error", false);
+  return true;
+}
+
+async function signIn(event) {
+  event.preventDefault();
+  const token = $("token").value.trim();
+  if (!token) {
+    $("signin-error").textContent = "Paste your API token first.";
+    show("signin-error", true);
+    return;
+  }
+  sessionStorage.setItem(TOKEN_KEY, token);
+  $("token").value = "";
+  await loadHealth();
 }
 
 document.addEventListener("DOMContentLoaded", () => {
   $("ask-form").addEventListener("submit", ask);
+  $("signin").addEventListener("submit", signIn);
+  $("skip-button").addEventListener("click", () => {
+    sessionStorage.setItem(SKIP_KEY, "1");
+    show("signin", false);
+  });
+  $("signout-button").addEventListener("click", () => signedOut(""));
   $("question").addEventListener("keydown", (event) => {
     if (event.key === "Enter" && (event.ctrlKey || event.metaKey)) {
       $("ask-form").requestSubmit();
