@@ -1,8 +1,14 @@
 """Indexer: docs folder -> chunks -> vectors, re-doing only what changed.
 
-A file whose bytes are unchanged is neither re-chunked nor re-embedded. A chunk whose embedded
+A file whose bytes are unchanged is neither re-chunked nor re-embedded (unless the chunking
+rules changed since the index was built: ``chunking.CHUNK_RULES``). A chunk whose embedded
 text is unchanged keeps its vector even when its lines moved or its file was renamed, because
 vectors are looked up by the hash of the text that was embedded.
+
+Only regular files are read (a FIFO or device named ``x.md`` is skipped with a warning, never
+opened for a blocking read), names that are not valid UTF-8 are skipped, and a file with
+several hard links under the docs folder is one Source: indexed once, under the first of its
+paths, and visible only to users that every one of its paths allows (fail closed).
 """
 
 from __future__ import annotations
@@ -10,7 +16,9 @@ from __future__ import annotations
 import fnmatch
 import hashlib
 import os
+import stat
 import time
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -18,10 +26,18 @@ from pathlib import Path
 import numpy as np
 
 from rag import store
-from rag.chunking import chunk_document, parse_document, source_id_for, visibility_from_front_matter
+from rag.chunking import (
+    CHUNK_RULES,
+    chunk_document,
+    no_chunks_reason,
+    parse_document,
+    source_id_for,
+    visibility_from_front_matter,
+)
 from rag.config import Settings
 from rag.embedding import Embedder
 from rag.errors import AccessError, IndexingError
+from rag.markup import clean_markup, is_mdx
 from rag.paths import follow_link, real_relative
 from rag.records import Chunk
 
@@ -40,6 +56,7 @@ class IndexReport:
     chunks_total: int = 0
     chunks_embedded: int = 0
     chunks_reused: int = 0
+    no_chunks: dict[str, int] = field(default_factory=dict)  # reason -> files that gave none
     seconds: float = 0.0
     version: str = ""
 
@@ -53,12 +70,23 @@ class IndexReport:
             f"{len(self.removed)} removed, {len(self.unchanged)} unchanged{renamed}; "
             f"chunks: {self.chunks_embedded} embedded, {self.chunks_reused} reused, "
             f"{self.chunks_total} in index; {self.seconds:.2f} s"
-        )
+        ) + self.no_chunks_line()
+
+    def no_chunks_line(self) -> str:
+        """'\\n3 files gave no chunks: 2 only front matter, 1 empty', or '' when none."""
+        total = sum(self.no_chunks.values())
+        if not total:
+            return ""
+        reasons = ", ".join(f"{n} {why}" for why, n in
+                            sorted(self.no_chunks.items(), key=lambda item: (-item[1], item[0])))
+        return f"\n{total} file{'s' if total != 1 else ''} gave no chunks: {reasons}"
 
 
 def embed_text(chunk: Chunk) -> str:
-    """What the encoder sees: the heading path gives a section's text its context."""
-    return f"{chunk.heading}\n{chunk.text}" if chunk.heading else chunk.text
+    """What the encoder sees: the heading path, for context, then the text as a reader sees
+    it (docs-generator markup, comments and link definitions left out: rag.markup)."""
+    text = clean_markup(chunk.text, mdx=is_mdx(chunk.source_path))
+    return f"{chunk.heading}\n{text}" if chunk.heading else text
 
 
 def _hash(data: bytes) -> str:
@@ -68,8 +96,21 @@ def _hash(data: bytes) -> str:
 def walk_docs(root: Path, extensions: Sequence[str]) -> tuple[list[tuple[str, Path]], list[str]]:
     """(relative posix path, real path) of every Markdown file, plus warnings.
 
+    See walk_sources, which also says which paths were hard links to the same file.
+    """
+    files, _, warnings = walk_sources(root, extensions)
+    return files, warnings
+
+
+def walk_sources(
+    root: Path, extensions: Sequence[str]
+) -> tuple[list[tuple[str, Path]], dict[str, list[str]], list[str]]:
+    """Files as (relative posix path, real path), the other paths of hard-linked ones, warnings.
+
     Symlinks are followed when they stay inside the docs root, once each; loops and links
-    that leave the root are reported and skipped. Hidden folders (.git, ...) are skipped.
+    that leave the root are reported and skipped. Hidden folders (.git, ...) and names
+    that are not valid UTF-8 are skipped. Paths that are hard links to one file give it
+    once, under the first path in sorted order; the others are listed for it.
     """
     real_root = root.resolve()
     found: dict[str, Path] = {}
@@ -93,6 +134,10 @@ def walk_docs(root: Path, extensions: Sequence[str]) -> tuple[list[tuple[str, Pa
                 continue
             path = Path(entry.path)
             child = f"{rel}/{entry.name}" if rel else entry.name
+            if not _valid_name(entry.name):
+                shown = os.fsencode(child).decode("utf-8", "backslashreplace")
+                warnings.append(f"skipped {shown}: file name is not valid UTF-8")
+                continue
             if entry.is_symlink():
                 try:
                     follow_link(path, real_root, child)
@@ -107,16 +152,69 @@ def walk_docs(root: Path, extensions: Sequence[str]) -> tuple[list[tuple[str, Pa
                 found.setdefault(real_relative(path, real_root), path.resolve())
 
     visit(root, "")
-    return sorted(found.items()), warnings
+    files, aliases = _one_path_per_file(sorted(found.items()), warnings)
+    return files, aliases, warnings
+
+
+def _valid_name(name: str) -> bool:
+    try:
+        name.encode("utf-8")  # undecodable bytes arrive as lone surrogates
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _one_path_per_file(
+    files: list[tuple[str, Path]], warnings: list[str]
+) -> tuple[list[tuple[str, Path]], dict[str, list[str]]]:
+    """Keep the first path of each (device, inode); the others become its aliases."""
+    first: dict[tuple[int, int], str] = {}
+    aliases: dict[str, list[str]] = {}
+    kept: list[tuple[str, Path]] = []
+    for rel, path in files:
+        try:
+            info = path.stat()
+        except OSError:
+            kept.append((rel, path))  # read_text reports it
+            continue
+        key = (info.st_dev, info.st_ino)
+        if key in first and stat.S_ISREG(info.st_mode):
+            aliases.setdefault(first[key], []).append(rel)
+            warnings.append(f"{rel} is a hard link to {first[key]}: indexed once, as "
+                            f"{first[key]}, visible only where both paths allow")
+            continue
+        first.setdefault(key, rel)
+        kept.append((rel, path))
+    return kept, aliases
+
+
+def _read_regular(path: Path, rel: str, max_bytes: int) -> tuple[bytes | None, str | None]:
+    """The bytes of a regular file, or a warning; a FIFO or device is never read.
+
+    Checked before opening (so nothing else is opened) and again on the open file, which
+    O_NONBLOCK keeps from waiting on a FIFO swapped in between.
+    """
+    if not stat.S_ISREG(os.stat(path).st_mode):
+        return None, f"skipped {rel}: not a regular file"
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0))
+    with os.fdopen(fd, "rb") as fh:
+        info = os.fstat(fh.fileno())
+        if not stat.S_ISREG(info.st_mode):
+            return None, f"skipped {rel}: not a regular file"
+        if info.st_size > max_bytes:
+            return None, f"skipped {rel}: {info.st_size} bytes is over docs.max_file_bytes"
+        raw = fh.read(max_bytes + 1)
+    if len(raw) > max_bytes:
+        return None, f"skipped {rel}: over docs.max_file_bytes"
+    return raw, None
 
 
 def read_text(path: Path, rel: str, max_bytes: int) -> tuple[str | None, bytes | None, str | None]:
     """(text, raw bytes, warning): text is None when the file cannot be indexed."""
     try:
-        size = path.stat().st_size
-        if size > max_bytes:
-            return None, None, f"skipped {rel}: {size} bytes is over docs.max_file_bytes"
-        raw = path.read_bytes()
+        raw, problem = _read_regular(path, rel, max_bytes)
+        if raw is None:
+            return None, None, problem
     except PermissionError:
         return None, None, f"skipped {rel}: permission denied"
     except OSError as exc:
@@ -143,6 +241,20 @@ def visibility_for(rel: str, front_matter: Sequence[str], settings: Settings) ->
     return tuple(sorted(groups))
 
 
+def _visibility_of_links(
+    rel: str, aliases: Sequence[str], front_matter: Sequence[str], settings: Settings
+) -> tuple[str, ...] | None:
+    """visibility_for a file reached by several hard links: every path's rule must allow a
+    user, so the groups are the intersection of the restricted paths' groups; None when
+    no group is allowed by all of them (the file is then left out)."""
+    restricted = [set(g) for p in (rel, *aliases) if (g := visibility_for(p, front_matter,
+                                                                           settings))]
+    if not restricted:
+        return ()
+    allowed = set.intersection(*restricted)
+    return tuple(sorted(allowed)) if allowed else None
+
+
 def _expected_manifest(settings: Settings, embedder: Embedder, docs_root: Path) -> store.Manifest:
     return store.Manifest(
         embedding_model=embedder.name,
@@ -152,6 +264,7 @@ def _expected_manifest(settings: Settings, embedder: Embedder, docs_root: Path) 
                   "min_tokens": settings.chunking.min_tokens},
         index_kind=settings.index.kind,
         docs_root=str(docs_root.resolve()),
+        chunk_rules=CHUNK_RULES,
     )
 
 
@@ -176,8 +289,8 @@ def build_index(
             raise IndexingError(
                 f"index {index_root}: {problems[0]}; rebuild with `rag index --rebuild`"
             )
-        files, report.warnings = walk_docs(docs_root, settings.docs.extensions)
-        chunks, manifest_files = _chunk_files(files, old, settings, embedder, report)
+        files, aliases, report.warnings = walk_sources(docs_root, settings.docs.extensions)
+        chunks, manifest_files = _chunk_files(files, aliases, old, settings, embedder, report)
         vectors = _update_vectors(chunks, old, settings, embedder, report, progress)
         from rag.lexical import LexicalIndex
 
@@ -192,6 +305,7 @@ def build_index(
 
 def _chunk_files(
     files: list[tuple[str, Path]],
+    aliases: dict[str, list[str]],
     old: store.IndexVersion | None,
     settings: Settings,
     embedder: Embedder,
@@ -199,18 +313,28 @@ def _chunk_files(
 ) -> tuple[list[Chunk], dict[str, store.FileEntry]]:
     old_files = old.manifest.files if old else {}
     old_chunks = {c.chunk_id: c for c in old.chunks} if old else {}
+    same_rules = old is not None and old.manifest.chunk_rules == CHUNK_RULES
     chunks: list[Chunk] = []
     entries: dict[str, store.FileEntry] = {}
+    no_chunks: Counter[str] = Counter()
     for rel, path in files:
         text, raw, warning = read_text(path, rel, settings.docs.max_file_bytes)
         if warning:
             report.warnings.append(warning)
         if text is None or raw is None:
+            no_chunks["skipped (see warnings)"] += 1
             continue
         digest = _hash(raw)
         prior = old_files.get(rel)
-        if prior is not None and prior.content_hash == digest:
-            visibility = visibility_for(rel, prior.visibility, settings)
+        links = aliases.get(rel, [])
+        if prior is not None and prior.content_hash == digest and same_rules:
+            visibility = _visibility_of_links(rel, links, prior.visibility, settings)
+            if visibility is None:
+                report.warnings.append(_conflict(rel, links))
+                no_chunks["skipped (see warnings)"] += 1
+                continue
+            if not prior.chunk_ids:
+                no_chunks[no_chunks_reason(parse_document(text), rel)] += 1
             kept = [old_chunks[cid] for cid in prior.chunk_ids]
             chunks.extend(replace(c, visibility=visibility) for c in kept)
             entries[rel] = prior
@@ -225,7 +349,11 @@ def _chunk_files(
                                    "visibility")
             continue
         front = list(visibility_from_front_matter(parsed.front_matter))
-        visibility = visibility_for(rel, front, settings)
+        visibility = _visibility_of_links(rel, links, front, settings)
+        if visibility is None:
+            report.warnings.append(_conflict(rel, links))
+            no_chunks["skipped (see warnings)"] += 1
+            continue
         new = chunk_document(
             text, rel,
             max_tokens=settings.chunking.max_tokens,
@@ -233,14 +361,22 @@ def _chunk_files(
             count_tokens=embedder.count_tokens,
             visibility=visibility,
         )
+        if not new:
+            no_chunks[no_chunks_reason(parsed, rel)] += 1
         chunks.extend(new)
         entries[rel] = store.FileEntry(source_id_for(rel), digest, [c.chunk_id for c in new], front)
         (report.changed if prior is not None else report.added).append(rel)
+    report.no_chunks = dict(no_chunks)
     report.removed = sorted(set(old_files) - set(entries))
     by_hash = {old_files[p].content_hash: p for p in report.removed}
     report.renamed = [(by_hash[entries[p].content_hash], p) for p in report.added
                       if entries[p].content_hash in by_hash]
     return chunks, entries
+
+
+def _conflict(rel: str, links: Sequence[str]) -> str:
+    return (f"skipped {rel}: it is also {', '.join(links)} (hard links), and no group may "
+            "see all of these paths")
 
 
 def _update_vectors(

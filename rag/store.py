@@ -65,6 +65,7 @@ class Manifest:
     files: dict[str, FileEntry] = field(default_factory=dict)
     format_version: int = FORMAT_VERSION
     created: float = 0.0
+    chunk_rules: int = 0  # chunking.CHUNK_RULES when built; files are re-chunked when it differs
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), indent=1, sort_keys=True)
