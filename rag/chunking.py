@@ -350,14 +350,14 @@ def _sections(
     root = title or (None if first_h1 else file_title(path))
 
     def rooted(names: tuple[str, ...]) -> tuple[str, ...]:
-        if root is None or (names and _same(names[0], root)):
-            return names
-        return (root, *names)
+        if root is None:  # the page's H1s are its roots; an empty `#` falls back to the first
+            return names or (first_h1 or file_title(path),)
+        return names if names and _same(names[0], root) else (root, *names)
 
     sections: list[tuple[int, int, tuple[str, ...]]] = []
     starts = [h[0] for h in headings] + [len(lines)]
     if starts[0] > body:  # text before the first heading is under the page's title
-        sections.append((body, starts[0] - 1, rooted(() if root else (first_h1 or "",))))
+        sections.append((body, starts[0] - 1, rooted(())))
     stack: list[tuple[int, str]] = []
     for (start, level, name), next_start in zip(headings, starts[1:], strict=True):
         while stack and stack[-1][0] >= level:

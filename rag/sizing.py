@@ -152,15 +152,19 @@ def merge_small(units: list[Unit], sizer: Sizer, min_tokens: int) -> list[Unit]:
     """Merge each unit under ``min_tokens`` into the next one when the result fits.
 
     Pieces of one line (with columns) never merge: their text is not whole lines.
+    Neither do units whose heading paths share no root.
     """
     out: list[Unit] = []
     carry: Unit | None = None
     for unit in units:
         if carry is not None:
-            tokens = None if unit.span.cols else sizer.count(carry.span.start, unit.span.end)
+            paths = carry.paths + unit.paths
+            # Sections under different roots (two H1s) stay apart: merged, they would
+            # have no heading path in common.
+            fits = unit.span.cols is None and (heading_path(paths) or not any(paths))
+            tokens = sizer.count(carry.span.start, unit.span.end) if fits else None
             if tokens is not None and tokens <= sizer.max_tokens:
-                span = Span(carry.span.start, unit.span.end, tokens)
-                unit = Unit(span, carry.paths + unit.paths)
+                unit = Unit(Span(carry.span.start, unit.span.end, tokens), paths)
             else:
                 out.append(carry)
             carry = None
