@@ -134,3 +134,21 @@ def test_pieces_of_a_line_never_merge_with_neighbours() -> None:
     assert chunks[0].text == "# A\n\nTiny." and chunks[-1].text == "Tiny too."
     assert all(c.start_col is not None for c in chunks[1:-1])
     assert " ".join(c.text for c in chunks[1:-1]) == parse_document(text).lines[4]
+
+
+def test_quoting_a_piece_of_a_line_checks_that_piece_against_the_file(tmp_path) -> None:
+    from rag.verification import quote_lines
+
+    page = tmp_path / "page.md"
+    page.write_text(f"# Guide\n\n{sentences(20)}\n", encoding="utf-8")
+    pieces = [c for c in chunk(page.read_text(encoding="utf-8"), max_tokens=30)
+              if c.start_col is not None]
+    second = pieces[1]
+    cols = (second.start_col, second.end_col)
+    quoted, note = quote_lines(tmp_path, "page.md", 3, 3, second.text, cols=cols)
+    assert (quoted, note) == ([(3, second.text)], None)
+    _, whole_line = quote_lines(tmp_path, "page.md", 3, 3, second.text)  # no cols: no match
+    assert whole_line is not None
+    page.write_text(page.read_text(encoding="utf-8").replace("s5w0", "edited"), encoding="utf-8")
+    assert quote_lines(tmp_path, "page.md", 3, 3, second.text, cols=cols)[1] == (
+        "page.md has changed since it was indexed; re-index to see the lines")
