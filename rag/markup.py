@@ -20,6 +20,8 @@ What is removed (outside fenced code blocks unless said otherwise):
   ... ``:::``.
 * Lines that start with an HTML or JSX tag lose their tags (``<TabItem value="x">``
   gives ``""``, ``<summary>Why</summary>`` gives ``Why``); tags inside prose stay.
+* Whole-line file includes: pymdownx snippets (``--8<-- "file.md"``) and the
+  ``{* ../docs_src/app.py hl[3] *}`` lines of FastAPI's docs (the page shows the file).
 * With ``mdx=True``: ``import`` and ``export`` statements at the start of a line.
 
 Everything here is a linear scan (``str.find`` and anchored patterns without nested or
@@ -167,6 +169,9 @@ class _Scanner:
         if first == "<" and _TAG.match(stripped):
             return _drop_tags(line)
         if self.mdx and _MDX_STATEMENT.match(line):
+            return ""
+        if (first == "{" and stripped.startswith("{*") and stripped.endswith("*}")) or \
+                stripped.startswith("--8<--"):
             return ""
         return line
 

@@ -118,6 +118,8 @@ class Sizer:
         for item in items:
             cost = item.tokens - self.overhead
             partial = item.cols is not None or (groups and groups[-1][-1].cols is not None)
+            if groups and not partial:
+                cost += self._gap(groups[-1][-1].end, item.start)
             if groups and not partial and total + cost <= self.max_tokens:
                 groups[-1].append(item)
                 total += cost
@@ -133,6 +135,13 @@ class Sizer:
             else:  # the counter is not additive here (tokens across line breaks)
                 pieces.extend(self._pack_exact(group))
         return pieces
+
+    def _gap(self, after: int, before: int) -> int:
+        """Tokens of the lines between two items (comments, includes... that a piece
+        joining the items spans), so the estimate of the joined piece stays close."""
+        if not any(self.lines[i].strip() for i in range(after + 1, before)):
+            return 0
+        return max(0, self.count(after + 1, before - 1) - self.overhead)
 
     def _pack_exact(self, items: list[Span]) -> list[Span]:
         pieces: list[Span] = []

@@ -31,6 +31,8 @@ from rag.markup import clean_markup, display_line, display_lines
     ('[hugo]: https://gohugo.io "Hugo"', ""),
     ("[docs]: </a b/>", ""),
     ("{/* an MDX comment */}", ""),
+    ("{* ../../docs_src/first_steps/tutorial001_py310.py hl[3] *}", ""),
+    ('--8<-- "includes/abbreviations.md"', ""),
 ])
 def test_markup_lines_show_only_their_content(line: str, shown: str) -> None:
     assert display_line(line) == shown
