@@ -5,18 +5,15 @@ rules changed since the index was built: ``chunking.CHUNK_RULES``). A chunk whos
 text is unchanged keeps its vector even when its lines moved or its file was renamed, because
 vectors are looked up by the hash of the text that was embedded.
 
-Only regular files are read (a FIFO or device named ``x.md`` is skipped with a warning, never
-opened for a blocking read), names that are not valid UTF-8 are skipped, and a file with
-several hard links under the docs folder is one Source: indexed once, under the first of its
-paths, and visible only to users that every one of its paths allows (fail closed).
+Which files are read, and how safely, is rag.walker's part. A file with several hard links
+under the docs folder is one Source, visible only to users that every one of its paths
+allows (fail closed).
 """
 
 from __future__ import annotations
 
 import fnmatch
 import hashlib
-import os
-import stat
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -36,10 +33,13 @@ from rag.chunking import (
 )
 from rag.config import Settings
 from rag.embedding import Embedder
-from rag.errors import AccessError, IndexingError
+from rag.errors import IndexingError
 from rag.markup import clean_markup, is_mdx
-from rag.paths import follow_link, real_relative
 from rag.records import Chunk
+from rag.walker import read_text, walk_docs, walk_sources
+
+__all__ = ["IndexReport", "build_index", "embed_text", "read_text", "visibility_for",
+           "walk_docs", "walk_sources"]
 
 EMBED_WINDOW_BATCHES = 8  # batches per embed_batch call (see _embed)
 Progress = Callable[[int, int, int], None]  # (chunks embedded, chunks to embed, files)
@@ -91,143 +91,6 @@ def embed_text(chunk: Chunk) -> str:
 
 def _hash(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
-
-
-def walk_docs(root: Path, extensions: Sequence[str]) -> tuple[list[tuple[str, Path]], list[str]]:
-    """(relative posix path, real path) of every Markdown file, plus warnings.
-
-    See walk_sources, which also says which paths were hard links to the same file.
-    """
-    files, _, warnings = walk_sources(root, extensions)
-    return files, warnings
-
-
-def walk_sources(
-    root: Path, extensions: Sequence[str]
-) -> tuple[list[tuple[str, Path]], dict[str, list[str]], list[str]]:
-    """Files as (relative posix path, real path), the other paths of hard-linked ones, warnings.
-
-    Symlinks are followed when they stay inside the docs root, once each; loops and links
-    that leave the root are reported and skipped. Hidden folders (.git, ...) and names
-    that are not valid UTF-8 are skipped. Paths that are hard links to one file give it
-    once, under the first path in sorted order; the others are listed for it.
-    """
-    real_root = root.resolve()
-    found: dict[str, Path] = {}
-    warnings: list[str] = []
-    seen_dirs: set[Path] = set()
-    exts = tuple(e.lower() for e in extensions)
-
-    def visit(folder: Path, rel: str) -> None:
-        real = folder.resolve()
-        if real in seen_dirs:
-            warnings.append(f"skipped {rel or '.'}: symlink loop or folder already indexed")
-            return
-        seen_dirs.add(real)
-        try:
-            entries = sorted(os.scandir(folder), key=lambda e: e.name)
-        except OSError as exc:
-            warnings.append(f"skipped folder {rel or '.'}: {exc.strerror}")
-            return
-        for entry in entries:
-            if entry.name.startswith("."):
-                continue
-            path = Path(entry.path)
-            child = f"{rel}/{entry.name}" if rel else entry.name
-            if not _valid_name(entry.name):
-                shown = os.fsencode(child).decode("utf-8", "backslashreplace")
-                warnings.append(f"skipped {shown}: file name is not valid UTF-8")
-                continue
-            if entry.is_symlink():
-                try:
-                    follow_link(path, real_root, child)
-                except AccessError as exc:
-                    warnings.append(f"skipped {exc}")
-                    continue
-            if entry.is_dir():
-                visit(path, child)
-            elif entry.name.lower().endswith(exts):
-                # Keyed by the real path: a file reached through links is one Source, and
-                # visibility patterns match where it really is, not where a link put it.
-                found.setdefault(real_relative(path, real_root), path.resolve())
-
-    visit(root, "")
-    files, aliases = _one_path_per_file(sorted(found.items()), warnings)
-    return files, aliases, warnings
-
-
-def _valid_name(name: str) -> bool:
-    try:
-        name.encode("utf-8")  # undecodable bytes arrive as lone surrogates
-    except UnicodeEncodeError:
-        return False
-    return True
-
-
-def _one_path_per_file(
-    files: list[tuple[str, Path]], warnings: list[str]
-) -> tuple[list[tuple[str, Path]], dict[str, list[str]]]:
-    """Keep the first path of each (device, inode); the others become its aliases."""
-    first: dict[tuple[int, int], str] = {}
-    aliases: dict[str, list[str]] = {}
-    kept: list[tuple[str, Path]] = []
-    for rel, path in files:
-        try:
-            info = path.stat()
-        except OSError:
-            kept.append((rel, path))  # read_text reports it
-            continue
-        key = (info.st_dev, info.st_ino)
-        if key in first and stat.S_ISREG(info.st_mode):
-            aliases.setdefault(first[key], []).append(rel)
-            warnings.append(f"{rel} is a hard link to {first[key]}: indexed once, as "
-                            f"{first[key]}, visible only where both paths allow")
-            continue
-        first.setdefault(key, rel)
-        kept.append((rel, path))
-    return kept, aliases
-
-
-def _read_regular(path: Path, rel: str, max_bytes: int) -> tuple[bytes | None, str | None]:
-    """The bytes of a regular file, or a warning; a FIFO or device is never read.
-
-    Checked before opening (so nothing else is opened) and again on the open file, which
-    O_NONBLOCK keeps from waiting on a FIFO swapped in between.
-    """
-    if not stat.S_ISREG(os.stat(path).st_mode):
-        return None, f"skipped {rel}: not a regular file"
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0))
-    with os.fdopen(fd, "rb") as fh:
-        info = os.fstat(fh.fileno())
-        if not stat.S_ISREG(info.st_mode):
-            return None, f"skipped {rel}: not a regular file"
-        if info.st_size > max_bytes:
-            return None, f"skipped {rel}: {info.st_size} bytes is over docs.max_file_bytes"
-        raw = fh.read(max_bytes + 1)
-    if len(raw) > max_bytes:
-        return None, f"skipped {rel}: over docs.max_file_bytes"
-    return raw, None
-
-
-def read_text(path: Path, rel: str, max_bytes: int) -> tuple[str | None, bytes | None, str | None]:
-    """(text, raw bytes, warning): text is None when the file cannot be indexed."""
-    try:
-        raw, problem = _read_regular(path, rel, max_bytes)
-        if raw is None:
-            return None, None, problem
-    except PermissionError:
-        return None, None, f"skipped {rel}: permission denied"
-    except OSError as exc:
-        return None, None, f"skipped {rel}: cannot read ({exc.strerror})"
-    if b"\x00" in raw[:8192]:
-        return None, None, f"skipped {rel}: binary file, not Markdown"
-    try:
-        text = raw.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        return None, None, f"skipped {rel}: not valid UTF-8 (byte {exc.start})"
-    if not text.strip():
-        return text, raw, f"{rel} is empty: nothing to index"
-    return text, raw, None
 
 
 def visibility_for(rel: str, front_matter: Sequence[str], settings: Settings) -> tuple[str, ...]:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from rag import indexing, store
+from rag import indexing, store, walker
 from rag.indexing import build_index, embed_text
 
 
@@ -50,8 +50,8 @@ def test_device_file_inside_the_docs_is_not_read(docs, tmp_path, settings, embed
     # A device node cannot be made without privileges; a link to /dev/zero resolved inside
     # the root stands in for one (read without end, it would fill memory).
     real_root = docs.resolve()
-    monkeypatch.setattr(indexing, "follow_link", lambda link, root, name: link.resolve())
-    monkeypatch.setattr(indexing, "real_relative",
+    monkeypatch.setattr(walker, "follow_link", lambda link, root, name: link.resolve())
+    monkeypatch.setattr(walker, "real_relative",
                         lambda path, root: "zero.md" if path.name == "zero.md"
                         else path.resolve().relative_to(real_root).as_posix())
     (docs / "zero.md").symlink_to("/dev/zero")
