@@ -142,13 +142,14 @@ ERRORS: dict[int | str, dict[str, Any]] = {
 def answer_payload(answer: Answer, docs: Path, version: str) -> dict[str, Any]:
     """Answer.to_dict() plus the cited lines, where excluded evidence came from, the version."""
     data = answer.to_dict()
-    indexed = {e.chunk.chunk_id: e.chunk.text for e in answer.evidence}
+    indexed = {e.chunk.chunk_id: e.chunk for e in answer.evidence}
     files: dict[str, list[str] | None] = {}
 
     def with_lines(citation: dict[str, Any]) -> dict[str, Any]:
+        chunk = indexed.get(citation["chunk_id"])
         lines, note = quote_lines(docs, citation["source_path"], citation["start_line"],
-                                  citation["end_line"], indexed.get(citation["chunk_id"], ""),
-                                  files)
+                                  citation["end_line"], chunk.text if chunk else "", files,
+                                  cols=(chunk.start_col, chunk.end_col) if chunk else (None, None))
         return {**citation, "lines": [{"number": n, "text": t} for n, t in lines],
                 "lines_note": note}
 

@@ -6,9 +6,11 @@ split on ``"\\n"``; a final line break does not start an extra empty line. Tabs 
 lone ``"\\r"`` stay as they are. ``ParsedDoc.lines[i]`` is then line ``i + 1`` as an editor
 shows it, front matter included, and every Chunk keeps this invariant::
 
-    "\\n".join(parsed.lines[chunk.start_line - 1 : chunk.end_line]) == chunk.text
+    span_text(parsed.lines, chunk) == chunk.text
 
-so a citation can always be checked against the file.
+that is ``"\\n".join(parsed.lines[chunk.start_line - 1 : chunk.end_line])``, except for a
+piece of one long line (below), whose ``start_col``/``end_col`` select its part of that
+line. So a citation can always be checked against the file.
 
 Rules (CommonMark where it matters for headings, simplified elsewhere):
 
@@ -16,25 +18,36 @@ Rules (CommonMark where it matters for headings, simplified elsewhere):
   when the opening delimiter is line 1 and a closing one exists. It never appears in chunk
   text but counts in line numbers. A parse error gives ``{}``; the block is still skipped.
 * Headings: ATX (``#`` to ``######``, up to 3 leading spaces, optional closing ``#``s) and
-  setext (``===`` / ``---`` right under a paragraph line). Lines inside fenced code blocks
-  (```` ``` ```` or ``~~~``, 3+ chars, closed by the same char at least as long) are never
-  headings; a ``---`` after a blank line, a fence, a heading, a list item or a block quote
-  is a thematic break, not an underline. A trailing attribute block such as
-  ``{ #install }`` is left out of the heading name.
-* Heading path: the names of the enclosing headings joined by ``" > "``. Text before the
-  first heading gets ``None``: the front matter ``title`` is not used, so every heading
-  shown to a reader is really in the file (callers may prefix the title themselves).
-* Size: a section over ``max_tokens`` is split on blank lines outside code fences, then on
-  line boundaries, never inside a line. A single line longer than ``max_tokens`` becomes a
-  chunk of its own; the embedder truncates it, so its tail is not searchable by meaning.
-  Every piece keeps its section's heading path.
+  setext (``===`` / ``---`` right under a paragraph of at most ``SETEXT_MAX_LINES``
+  lines). Lines inside fenced code blocks (```` ``` ```` or ``~~~``, 3+ chars, closed by
+  the same char at least as long) are never headings; a ``---`` after a blank line, a
+  fence, a heading, a list item or a block quote is a thematic break, not an underline.
+  A trailing attribute block such as ``{ #install }`` is left out of the heading name,
+  and a name over ``MAX_HEADING_CHARS`` is cut, ending in ``…``.
+* Heading path: the page title, then the names of the enclosing headings, joined by
+  ``" > "``. The page title is the front matter's ``title``; a heading equal to it (case
+  and spacing aside) at the top of a path is not repeated. A page without ``title``
+  whose headings include an H1 has no extra root: its H1s are the roots, and text
+  before the first heading is under the first H1. A page with neither gets a name from
+  its file: the stem (the folder's name for ``index``, ``_index`` and ``README``), with
+  ``-`` and ``_`` as spaces and the first letter capitalised, so ``getting-started.md``
+  gives ``Getting started``.
+* Content: front matter, HTML comments, link reference definitions and docs-generator
+  markup (see :mod:`rag.markup`) show no text to a reader. A chunk never starts or ends
+  with such a line, so none is made only of them; inside a chunk they stay (the text is
+  the file's lines). Their lines count in line numbers like any other.
+* Size (:mod:`rag.sizing`): a section over ``max_tokens`` is split on blank lines outside
+  code fences, then on line boundaries; a single line over ``max_tokens`` is cut into
+  pieces at sentence ends (:mod:`rag.sentences`). Such pieces share the line's number
+  (``start_line == end_line``) and carry ``start_col``/``end_col``: ``text`` is
+  ``line[start_col:end_col]`` (code points). Every piece keeps its section's heading path.
 * Merging: a chunk under ``min_tokens`` (say a heading directly followed by a subheading)
   merges into the next one when the merged text still fits ``max_tokens``; merges chain.
   The merged chunk's heading path is the deepest one that every merged section's path
   either lies under or leads to: ``Install`` + ``Install > From source`` gives
-  ``Install > From source`` (text before the first heading leads to every path), while
-  ``A > B`` + ``A > C`` gives ``A``.
-* Leading and trailing blank lines are trimmed from each chunk; blank chunks are dropped.
+  ``Install > From source``, while ``A > B`` + ``A > C`` gives ``A``.
+* Leading and trailing lines without content are trimmed from each chunk; chunks
+  without content are dropped.
 """
 
 from __future__ import annotations
@@ -44,29 +57,37 @@ import re
 import tomllib
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from pathlib import PurePosixPath
+from typing import Any
 
 import yaml
 
+from rag.markup import display_lines, is_mdx
 from rag.records import Chunk
+from rag.sizing import Sizer, Span, Unit, heading_path, merge_small, trim
 from rag.visibility import read_visibility
 
 HEADING_SEPARATOR = " > "
+# Raised whenever the rules change what chunks a file gives; an index built under other
+# rules re-chunks every file on the next `rag index` (vectors of unchanged text are kept).
+CHUNK_RULES = 2
 
 # Patterns are applied to single lines with fullmatch/match; cheap first-character checks
-# in _scan keep most lines away from them.
-_ATX = re.compile(r" {0,3}(#{1,6})(?:[ \t]+(.*?))?[ \t]*")
-_ATX_CLOSING = re.compile(r"(?:^|[ \t]+)#+$")
-_ATTRIBUTES = re.compile(r"[ \t]*\{[ \t]*[#.][^{}]*\}$")
+# in _scan keep most lines away from them. None has two unbounded quantifiers that can
+# match the same characters next to each other, so each runs in linear time; trailing
+# blanks and closing `#`s are removed in code instead.
+_ATX = re.compile(r" {0,3}(#{1,6})(?:[ \t]+(.*))?")
+_ATTRIBUTES = re.compile(r"\{[ \t]*[#.][^{}]*\}")
 _FENCE_OPEN = re.compile(r" {0,3}(`{3,}|~{3,})(.*)")
 _FENCE_CLOSE = re.compile(r" {0,3}(`{3,}|~{3,})[ \t]*")
 _SETEXT = re.compile(r" {0,3}(?:=+|-+)[ \t]*")
-_THEMATIC = re.compile(r" {0,3}([-*_])(?:[ \t]*\1){2,}[ \t]*")
 # List items, block quotes and HTML blocks: a `---` that follows them is a thematic break.
 _CONTAINER = re.compile(r" {0,3}(?:(?:[-+*]|\d{1,9}[.)])(?:[ \t]|$)|>|<[A-Za-z/!?])")
 _INDENTED_CODE = re.compile(r" {0,3}\t| {4}")
 
-_MAX_CHARS_PER_TOKEN = 8  # MiniLM word-pieces in real docs: 3 chars on average, 6.4 at most
+SETEXT_MAX_LINES = 4  # a longer paragraph above `===` is text: a heading is not a page
+MAX_HEADING_CHARS = 200
+_INDEX_STEMS = frozenset({"index", "_index", "readme"})
 
 # The C loader parses the same YAML as yaml.safe_load, several times faster.
 _YAML_LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
@@ -79,19 +100,6 @@ class ParsedDoc:
     lines: list[str]
     front_matter: dict[str, Any]
     body_start: int  # 1-based line number of the first line after the front matter
-
-
-class _Span(NamedTuple):
-    """Lines ``start..end`` (0-based, inclusive) and their token count."""
-
-    start: int
-    end: int
-    tokens: int
-
-
-class _Unit(NamedTuple):
-    span: _Span
-    paths: tuple[tuple[str, ...], ...]  # heading path of each section merged into it
 
 
 def parse_document(text: str) -> ParsedDoc:
@@ -155,49 +163,123 @@ def chunk_document(
         raise ValueError("max_tokens must be at least 1")
     doc = parse_document(text)
     lines = doc.lines
-    sections, fenced = _sections(lines, doc.body_start - 1)
-    sizer = _Sizer(lines, count_tokens, max_tokens)
-    units: list[_Unit] = []
+    content = content_lines(doc, path)
+    sections, fenced = _sections(doc, path)
+    sizer = Sizer(lines, content, count_tokens, max_tokens)
+    units: list[Unit] = []
     for start, end, path_names in sections:
-        span = _trim(lines, start, end)
+        span = trim(content, start, end)
         if span is None:
             continue
         tokens = sizer.count_if_plausible(*span)
         if tokens is not None and tokens <= max_tokens:
-            units.append(_Unit(_Span(span[0], span[1], tokens), (path_names,)))
+            units.append(Unit(Span(span[0], span[1], tokens), (path_names,)))
         else:
-            units.extend(_Unit(piece, (path_names,)) for piece in sizer.split(*span, fenced))
-    units = _merge_small(units, sizer, min_tokens)
+            units.extend(Unit(piece, (path_names,)) for piece in sizer.split(*span, fenced))
+    units = merge_small(units, sizer, min_tokens)
 
     groups = visibility or read_visibility(text, doc.front_matter, doc.body_start > 1)
     source_id = source_id_for(path)
     seen: dict[str, int] = {}
     chunks = []
     for unit in units:
-        chunk_text = "\n".join(lines[unit.span.start : unit.span.end + 1])
+        first, last, _, cols = unit.span
+        chunk_text = span_text(lines, first + 1, last + 1, *(cols or (None, None)))
         occurrence = seen.get(chunk_text, 0)
         seen[chunk_text] = occurrence + 1
         chunk = Chunk(
             chunk_id=chunk_id_for(path, chunk_text, occurrence), source_id=source_id,
-            source_path=path, text=chunk_text,
-            start_line=unit.span.start + 1, end_line=unit.span.end + 1,
-            heading=HEADING_SEPARATOR.join(_heading_path(unit.paths)) or None, visibility=groups,
+            source_path=path, text=chunk_text, start_line=first + 1, end_line=last + 1,
+            heading=HEADING_SEPARATOR.join(heading_path(unit.paths)) or None, visibility=groups,
+            start_col=cols[0] if cols else None, end_col=cols[1] if cols else None,
         )  # fmt: skip
         chunks.append(chunk)
     return chunks
 
 
-def _trim(lines: list[str], start: int, end: int) -> tuple[int, int] | None:
-    """Shrink lines ``start..end`` (inclusive) past blank edges; None if all blank."""
-    while start <= end and not lines[start].strip():
-        start += 1
-    while end >= start and not lines[end].strip():
-        end -= 1
-    return (start, end) if start <= end else None
+def span_text(
+    lines: list[str], start_line: int, end_line: int,
+    start_col: int | None = None, end_col: int | None = None,
+) -> str:
+    """The text a chunk must equal: lines ``start_line..end_line`` (1-based, inclusive),
+    the first from ``start_col`` and the last up to ``end_col`` when those are given."""
+    if start_line == end_line and 1 <= start_line <= len(lines):  # one slice, no copies
+        return lines[start_line - 1][start_col:end_col]
+    part = lines[start_line - 1 : end_line]
+    if part and end_col is not None:
+        part[-1] = part[-1][:end_col]
+    if part and start_col is not None:
+        part[0] = part[0][start_col:]
+    return "\n".join(part)
+
+
+def content_lines(doc: ParsedDoc, path: str) -> list[bool]:
+    """For each line: does it show text to a reader (not blank, front matter or markup)?"""
+    body = doc.body_start - 1
+    shown = display_lines(doc.lines[body:], mdx=is_mdx(path))
+    return [False] * body + [bool(line.strip()) for line in shown]
+
+
+def no_chunks_reason(doc: ParsedDoc, path: str) -> str:
+    """Why a file gives no chunks: "empty", "only front matter" or "only markup"."""
+    if not any(line.strip() for line in doc.lines):
+        return "empty"
+    if not any(line.strip() for line in doc.lines[doc.body_start - 1 :]):
+        return "only front matter"
+    return "only comments, link definitions or markup"
+
+
+def page_title(front_matter: dict[str, Any]) -> str | None:
+    """The front matter's ``title`` as one line (None when absent or empty)."""
+    title = front_matter.get("title") if isinstance(front_matter, dict) else None
+    if isinstance(title, bool) or not isinstance(title, str | int | float):
+        return None
+    return _cap(" ".join(str(title).split())) or None
+
+
+def file_title(path: str) -> str:
+    """A readable page name from a file name: ``getting-started.md`` -> ``Getting started``."""
+    pure = PurePosixPath(path)
+    stem = pure.stem
+    if stem.lower() in _INDEX_STEMS and pure.parent.name:
+        stem = pure.parent.name
+    name = " ".join(stem.replace("-", " ").replace("_", " ").split()) or pure.name
+    return _cap(name[:1].upper() + name[1:])
+
+
+def _cap(name: str) -> str:
+    return name if len(name) <= MAX_HEADING_CHARS else name[: MAX_HEADING_CHARS - 1] + "…"
+
+
+def _same(a: str, b: str) -> bool:
+    return " ".join(a.split()).casefold() == " ".join(b.split()).casefold()
 
 
 def _heading_name(raw: str) -> str:
-    return _ATTRIBUTES.sub("", raw.strip()).strip()
+    """Heading text without blanks around it and without a trailing ``{ #id }`` block."""
+    name = raw.strip()
+    brace = name.rfind("{") if name.endswith("}") else -1
+    if brace >= 0 and _ATTRIBUTES.fullmatch(name, brace):
+        name = name[:brace].strip()
+    return _cap(name)
+
+
+def _atx_name(rest: str) -> str:
+    """The name of an ATX heading from the text after its opening ``#``s."""
+    name = rest.rstrip(" \t")
+    without = name.rstrip("#")
+    if not without or without[-1] in " \t":  # a closing run of `#`s needs a blank before it
+        name = without
+    return _heading_name(name)
+
+
+def _is_thematic(line: str) -> bool:
+    """``***``, ``- - -``, ``___`` and the like: 3+ of one char, blanks allowed between."""
+    stripped = line.lstrip(" ")
+    if len(line) - len(stripped) > 3 or not stripped or stripped[0] not in "-*_":
+        return False
+    marks = stripped.replace(" ", "").replace("\t", "")
+    return len(marks) >= 3 and marks == stripped[0] * len(marks)
 
 
 def _scan(lines: list[str], body: int) -> tuple[list[tuple[int, int, str]], list[bool]]:
@@ -225,18 +307,18 @@ def _scan(lines: list[str], body: int) -> tuple[list[tuple[int, int, str]], list
                 fence, fenced[i], para = opening[1], True, None
                 continue
         elif first == "#" and (atx := _ATX.fullmatch(line)):
-            name = _ATX_CLOSING.sub("", atx[2] or "")
-            headings.append((i, len(atx[1]), _heading_name(name)))
+            headings.append((i, len(atx[1]), _atx_name(atx[2] or "")))
             para, blocked = None, False
             continue
-        elif first in "=-" and para is not None and _SETEXT.fullmatch(line):
+        elif (first in "=-" and para is not None and i - para <= SETEXT_MAX_LINES
+              and _SETEXT.fullmatch(line)):
             name = " ".join(part.strip() for part in lines[para:i])
             headings.append((para, 1 if first == "=" else 2, _heading_name(name)))
             para = None
             continue
         if _CONTAINER.match(line):
             para, blocked = None, True
-        elif _THEMATIC.fullmatch(line):
+        elif _is_thematic(line):
             para = None
         elif para is None and not blocked and not _INDENTED_CODE.match(line):
             para = i
@@ -244,143 +326,29 @@ def _scan(lines: list[str], body: int) -> tuple[list[tuple[int, int, str]], list
 
 
 def _sections(
-    lines: list[str], body: int
+    doc: ParsedDoc, path: str
 ) -> tuple[list[tuple[int, int, tuple[str, ...]]], list[bool]]:
-    """Sections as (first line, last line, heading path); the first may have no heading."""
+    """Sections as (first line, last line, heading path), the page title at the root."""
+    lines, body = doc.lines, doc.body_start - 1
     headings, fenced = _scan(lines, body)
+    title = page_title(doc.front_matter)
+    first_h1 = next((name for _, level, name in headings if level == 1 and name), None)
+    root = title or (None if first_h1 else file_title(path))
+
+    def rooted(names: tuple[str, ...]) -> tuple[str, ...]:
+        if root is None:  # the page's H1s are its roots; an empty `#` falls back to the first
+            return names or (first_h1 or file_title(path),)
+        return names if names and _same(names[0], root) else (root, *names)
+
     sections: list[tuple[int, int, tuple[str, ...]]] = []
     starts = [h[0] for h in headings] + [len(lines)]
-    if starts[0] > body:
-        sections.append((body, starts[0] - 1, ()))
+    if starts[0] > body:  # text before the first heading is under the page's title
+        sections.append((body, starts[0] - 1, rooted(())))
     stack: list[tuple[int, str]] = []
     for (start, level, name), next_start in zip(headings, starts[1:], strict=True):
         while stack and stack[-1][0] >= level:
             stack.pop()
         stack.append((level, name))
-        path = tuple(n for _, n in stack if n)  # empty headings ("#") add no name
-        sections.append((start, next_start - 1, path))
+        names = tuple(n for _, n in stack if n)  # empty headings ("#") add no name
+        sections.append((start, next_start - 1, rooted(names)))
     return sections, fenced
-
-
-class _Sizer:
-    """Counts tokens of line ranges and packs ranges into pieces under ``max_tokens``.
-
-    Packing adds up per-block counts (each less the counter's cost of an empty string,
-    e.g. special tokens) and checks every packed piece with one real count, so the real
-    counter is called on whole paragraphs and pieces, never per character.
-    """
-
-    def __init__(self, lines: list[str], count: Callable[[str], int], max_tokens: int) -> None:
-        self.lines = lines
-        self._count = count
-        self.max_tokens = max_tokens
-        self.overhead = count("")
-
-    def count(self, start: int, end: int) -> int:
-        return self._count("\n".join(self.lines[start : end + 1]))
-
-    def count_if_plausible(self, start: int, end: int) -> int | None:
-        """Tokens of a section, or None when it is far too long to fit.
-
-        Counting sections that get split anyway cost most of the time on real docs; a
-        wrong guess costs only time, as split() counts every piece it makes."""
-        text = "\n".join(self.lines[start : end + 1])
-        if len(text) > _MAX_CHARS_PER_TOKEN * self.max_tokens:
-            return None
-        return self._count(text)
-
-    def split(self, first: int, last: int, fenced: list[bool]) -> list[_Span]:
-        """Pieces of a too-long section: paragraphs first, then lines of big paragraphs."""
-        items: list[_Span] = []
-        for start, end in self._paragraphs(first, last, fenced):
-            block = _Span(start, end, self.count(start, end))
-            if block.tokens <= self.max_tokens or start == end:
-                items.append(block)
-                continue
-            items.extend(
-                _Span(i, i, self._count(self.lines[i]))
-                for i in range(start, end + 1)
-                if self.lines[i].strip()
-            )
-        return self._pack(items)
-
-    def _paragraphs(self, start: int, end: int, fenced: list[bool]) -> list[tuple[int, int]]:
-        """Runs of lines between blank lines that are not inside a code fence."""
-        out: list[tuple[int, int]] = []
-        run_start: int | None = None
-        for i in range(start, end + 1):
-            if not fenced[i] and not self.lines[i].strip():
-                if run_start is not None:
-                    out.append((run_start, i - 1))
-                run_start = None
-            elif run_start is None:
-                run_start = i
-        if run_start is not None:
-            out.append((run_start, end))
-        # A fence left open at the end of the file can end in blank lines.
-        return [span for s, e in out if (span := _trim(self.lines, s, e))]
-
-    def _pack(self, items: list[_Span]) -> list[_Span]:
-        groups: list[list[_Span]] = []
-        total = 0
-        for item in items:
-            cost = item.tokens - self.overhead
-            if groups and total + cost <= self.max_tokens:
-                groups[-1].append(item)
-                total += cost
-            else:
-                groups.append([item])
-                total = self.overhead + cost
-        pieces: list[_Span] = []
-        for group in groups:
-            alone = len(group) == 1
-            tokens = group[0].tokens if alone else self.count(group[0].start, group[-1].end)
-            if tokens <= self.max_tokens or alone:
-                pieces.append(_Span(group[0].start, group[-1].end, tokens))
-            else:  # the counter is not additive here (tokens across line breaks)
-                pieces.extend(self._pack_exact(group))
-        return pieces
-
-    def _pack_exact(self, items: list[_Span]) -> list[_Span]:
-        pieces: list[_Span] = []
-        current = items[0]
-        for item in items[1:]:
-            tokens = self.count(current.start, item.end)
-            if tokens <= self.max_tokens:
-                current = _Span(current.start, item.end, tokens)
-            else:
-                pieces.append(current)
-                current = item
-        pieces.append(current)
-        return pieces
-
-
-def _merge_small(units: list[_Unit], sizer: _Sizer, min_tokens: int) -> list[_Unit]:
-    """Merge each unit under ``min_tokens`` into the next one when the result fits."""
-    out: list[_Unit] = []
-    carry: _Unit | None = None
-    for unit in units:
-        if carry is not None:
-            tokens = sizer.count(carry.span.start, unit.span.end)
-            if tokens <= sizer.max_tokens:
-                span = _Span(carry.span.start, unit.span.end, tokens)
-                unit = _Unit(span, carry.paths + unit.paths)
-            else:
-                out.append(carry)
-            carry = None
-        if unit.span.tokens < min_tokens:
-            carry = unit
-        else:
-            out.append(unit)
-    if carry is not None:
-        out.append(carry)
-    return out
-
-
-def _heading_path(paths: tuple[tuple[str, ...], ...]) -> tuple[str, ...]:
-    """The deepest path that each given path lies under or is an ancestor of."""
-    candidates = {path[:n] for path in paths for n in range(len(path) + 1)}
-    return max(
-        (c for c in candidates if all(p[: len(c)] == c or c[: len(p)] == p for p in paths)),
-        key=len,
-    )

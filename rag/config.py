@@ -30,7 +30,7 @@ class _Section(BaseModel):
 class DocsSettings(_Section):
     root: str = Field("corpus", description="Docs folder indexed when `rag index` gets none.")
     extensions: list[str] = Field(
-        [".md", ".markdown"], description="File suffixes treated as Markdown Sources."
+        [".md", ".markdown", ".mdx"], description="File suffixes treated as Markdown Sources."
     )
     max_file_bytes: int = Field(
         20_000_000, gt=0, description="Larger files are skipped with a warning."

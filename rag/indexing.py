@@ -1,16 +1,21 @@
 """Indexer: docs folder -> chunks -> vectors, re-doing only what changed.
 
-A file whose bytes are unchanged is neither re-chunked nor re-embedded. A chunk whose embedded
+A file whose bytes are unchanged is neither re-chunked nor re-embedded (unless the chunking
+rules changed since the index was built: ``chunking.CHUNK_RULES``). A chunk whose embedded
 text is unchanged keeps its vector even when its lines moved or its file was renamed, because
 vectors are looked up by the hash of the text that was embedded.
+
+Which files are read, and how safely, is rag.walker's part. A file with several hard links
+under the docs folder is one Source, visible only to users that every one of its paths
+allows (fail closed).
 """
 
 from __future__ import annotations
 
 import fnmatch
 import hashlib
-import os
 import time
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -18,13 +23,23 @@ from pathlib import Path
 import numpy as np
 
 from rag import store
-from rag.chunking import chunk_document, parse_document, source_id_for
+from rag.chunking import (
+    CHUNK_RULES,
+    chunk_document,
+    no_chunks_reason,
+    parse_document,
+    source_id_for,
+)
 from rag.config import Settings
 from rag.embedding import Embedder
-from rag.errors import AccessError, IndexingError
-from rag.paths import follow_link, real_relative
+from rag.errors import IndexingError
+from rag.markup import clean_markup, is_mdx
 from rag.records import Chunk
 from rag.visibility import UnclearVisibility, read_visibility
+from rag.walker import read_text, walk_docs, walk_sources
+
+__all__ = ["IndexReport", "build_index", "embed_text", "read_text", "visibility_for",
+           "walk_docs", "walk_sources"]
 
 EMBED_WINDOW_BATCHES = 8  # batches per embed_batch call (see _embed)
 Progress = Callable[[int, int, int], None]  # (chunks embedded, chunks to embed, files)
@@ -41,6 +56,7 @@ class IndexReport:
     chunks_total: int = 0
     chunks_embedded: int = 0
     chunks_reused: int = 0
+    no_chunks: dict[str, int] = field(default_factory=dict)  # reason -> files that gave none
     seconds: float = 0.0
     version: str = ""
 
@@ -54,83 +70,27 @@ class IndexReport:
             f"{len(self.removed)} removed, {len(self.unchanged)} unchanged{renamed}; "
             f"chunks: {self.chunks_embedded} embedded, {self.chunks_reused} reused, "
             f"{self.chunks_total} in index; {self.seconds:.2f} s"
-        )
+        ) + self.no_chunks_line()
+
+    def no_chunks_line(self) -> str:
+        """'\\n3 files gave no chunks: 2 only front matter, 1 empty', or '' when none."""
+        total = sum(self.no_chunks.values())
+        if not total:
+            return ""
+        reasons = ", ".join(f"{n} {why}" for why, n in
+                            sorted(self.no_chunks.items(), key=lambda item: (-item[1], item[0])))
+        return f"\n{total} file{'s' if total != 1 else ''} gave no chunks: {reasons}"
 
 
 def embed_text(chunk: Chunk) -> str:
-    """What the encoder sees: the heading path gives a section's text its context."""
-    return f"{chunk.heading}\n{chunk.text}" if chunk.heading else chunk.text
+    """What the encoder sees: the heading path, for context, then the text as a reader sees
+    it (docs-generator markup, comments and link definitions left out: rag.markup)."""
+    text = clean_markup(chunk.text, mdx=is_mdx(chunk.source_path))
+    return f"{chunk.heading}\n{text}" if chunk.heading else text
 
 
 def _hash(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
-
-
-def walk_docs(root: Path, extensions: Sequence[str]) -> tuple[list[tuple[str, Path]], list[str]]:
-    """(relative posix path, real path) of every Markdown file, plus warnings.
-
-    Symlinks are followed when they stay inside the docs root, once each; loops and links
-    that leave the root are reported and skipped. Hidden folders (.git, ...) are skipped.
-    """
-    real_root = root.resolve()
-    found: dict[str, Path] = {}
-    warnings: list[str] = []
-    seen_dirs: set[Path] = set()
-    exts = tuple(e.lower() for e in extensions)
-
-    def visit(folder: Path, rel: str) -> None:
-        real = folder.resolve()
-        if real in seen_dirs:
-            warnings.append(f"skipped {rel or '.'}: symlink loop or folder already indexed")
-            return
-        seen_dirs.add(real)
-        try:
-            entries = sorted(os.scandir(folder), key=lambda e: e.name)
-        except OSError as exc:
-            warnings.append(f"skipped folder {rel or '.'}: {exc.strerror}")
-            return
-        for entry in entries:
-            if entry.name.startswith("."):
-                continue
-            path = Path(entry.path)
-            child = f"{rel}/{entry.name}" if rel else entry.name
-            if entry.is_symlink():
-                try:
-                    follow_link(path, real_root, child)
-                except AccessError as exc:
-                    warnings.append(f"skipped {exc}")
-                    continue
-            if entry.is_dir():
-                visit(path, child)
-            elif entry.name.lower().endswith(exts):
-                # Keyed by the real path: a file reached through links is one Source, and
-                # visibility patterns match where it really is, not where a link put it.
-                found.setdefault(real_relative(path, real_root), path.resolve())
-
-    visit(root, "")
-    return sorted(found.items()), warnings
-
-
-def read_text(path: Path, rel: str, max_bytes: int) -> tuple[str | None, bytes | None, str | None]:
-    """(text, raw bytes, warning): text is None when the file cannot be indexed."""
-    try:
-        size = path.stat().st_size
-        if size > max_bytes:
-            return None, None, f"skipped {rel}: {size} bytes is over docs.max_file_bytes"
-        raw = path.read_bytes()
-    except PermissionError:
-        return None, None, f"skipped {rel}: permission denied"
-    except OSError as exc:
-        return None, None, f"skipped {rel}: cannot read ({exc.strerror})"
-    if b"\x00" in raw[:8192]:
-        return None, None, f"skipped {rel}: binary file, not Markdown"
-    try:
-        text = raw.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        return None, None, f"skipped {rel}: not valid UTF-8 (byte {exc.start})"
-    if not text.strip():
-        return text, raw, f"{rel} is empty: nothing to index"
-    return text, raw, None
 
 
 def pattern_matches(pattern: str, rel: str) -> bool:
@@ -158,6 +118,20 @@ def unmatched_patterns(rels: Sequence[str], settings: Settings) -> list[str]:
             if not any(pattern_matches(pattern, rel) for rel in rels)]
 
 
+def _visibility_of_links(
+    rel: str, aliases: Sequence[str], front_matter: Sequence[str], settings: Settings
+) -> tuple[str, ...] | None:
+    """visibility_for a file reached by several hard links: every path's rule must allow a
+    user, so the groups are the intersection of the restricted paths' groups; None when
+    no group is allowed by all of them (the file is then left out)."""
+    restricted = [set(g) for p in (rel, *aliases) if (g := visibility_for(p, front_matter,
+                                                                           settings))]
+    if not restricted:
+        return ()
+    allowed = set.intersection(*restricted)
+    return tuple(sorted(allowed)) if allowed else None
+
+
 def _expected_manifest(settings: Settings, embedder: Embedder, docs_root: Path) -> store.Manifest:
     return store.Manifest(
         embedding_model=embedder.name,
@@ -167,6 +141,7 @@ def _expected_manifest(settings: Settings, embedder: Embedder, docs_root: Path) 
                   "min_tokens": settings.chunking.min_tokens},
         index_kind=settings.index.kind,
         docs_root=str(docs_root.resolve()),
+        chunk_rules=CHUNK_RULES,
     )
 
 
@@ -191,12 +166,13 @@ def build_index(
             raise IndexingError(
                 f"index {index_root}: {problems[0]}; rebuild with `rag index --rebuild`"
             )
-        files, report.warnings = walk_docs(docs_root, settings.docs.extensions)
+        files, aliases, report.warnings = walk_sources(docs_root, settings.docs.extensions)
         if not files:  # nothing written: an existing index stays as it was
             raise IndexingError(f"docs folder {docs_root} has no Markdown files "
                                 f"({', '.join(settings.docs.extensions)}); nothing to index")
-        report.warnings += unmatched_patterns([rel for rel, _ in files], settings)
-        chunks, manifest_files = _chunk_files(files, old, settings, embedder, report)
+        paths = [rel for rel, _ in files] + [a for links in aliases.values() for a in links]
+        report.warnings += unmatched_patterns(paths, settings)
+        chunks, manifest_files = _chunk_files(files, aliases, old, settings, embedder, report)
         vectors = _update_vectors(chunks, old, settings, embedder, report, progress)
         from rag.lexical import LexicalIndex
 
@@ -211,6 +187,7 @@ def build_index(
 
 def _chunk_files(
     files: list[tuple[str, Path]],
+    aliases: dict[str, list[str]],
     old: store.IndexVersion | None,
     settings: Settings,
     embedder: Embedder,
@@ -218,13 +195,16 @@ def _chunk_files(
 ) -> tuple[list[Chunk], dict[str, store.FileEntry]]:
     old_files = old.manifest.files if old else {}
     old_chunks = {c.chunk_id: c for c in old.chunks} if old else {}
+    same_rules = old is not None and old.manifest.chunk_rules == CHUNK_RULES
     chunks: list[Chunk] = []
     entries: dict[str, store.FileEntry] = {}
+    no_chunks: Counter[str] = Counter()
     for rel, path in files:
         text, raw, warning = read_text(path, rel, settings.docs.max_file_bytes)
         if warning:
             report.warnings.append(warning)
         if text is None or raw is None:
+            no_chunks["skipped (see warnings)"] += 1
             continue
         digest = _hash(raw)
         prior = old_files.get(rel)
@@ -234,15 +214,27 @@ def _chunk_files(
         except UnclearVisibility as exc:
             # Indexing it would make a restricted file public: leave it out until fixed.
             report.warnings.append(f"skipped {rel}: {exc}")
+            no_chunks["skipped (see warnings)"] += 1
             continue
-        if prior is not None and prior.content_hash == digest:
-            visibility = visibility_for(rel, front, settings)
+        links = aliases.get(rel, [])
+        if prior is not None and prior.content_hash == digest and same_rules:
+            visibility = _visibility_of_links(rel, links, front, settings)
+            if visibility is None:
+                report.warnings.append(_conflict(rel, links))
+                no_chunks["skipped (see warnings)"] += 1
+                continue
+            if not prior.chunk_ids:
+                no_chunks[no_chunks_reason(parsed, rel)] += 1
             kept = [old_chunks[cid] for cid in prior.chunk_ids]
             chunks.extend(replace(c, visibility=visibility) for c in kept)
             entries[rel] = replace(prior, visibility=front)
             report.unchanged.append(rel)
             continue
-        visibility = visibility_for(rel, front, settings)
+        visibility = _visibility_of_links(rel, links, front, settings)
+        if visibility is None:
+            report.warnings.append(_conflict(rel, links))
+            no_chunks["skipped (see warnings)"] += 1
+            continue
         new = chunk_document(
             text, rel,
             max_tokens=settings.chunking.max_tokens,
@@ -250,14 +242,22 @@ def _chunk_files(
             count_tokens=embedder.count_tokens,
             visibility=visibility,
         )
+        if not new:
+            no_chunks[no_chunks_reason(parsed, rel)] += 1
         chunks.extend(new)
         entries[rel] = store.FileEntry(source_id_for(rel), digest, [c.chunk_id for c in new], front)
         (report.changed if prior is not None else report.added).append(rel)
+    report.no_chunks = dict(no_chunks)
     report.removed = sorted(set(old_files) - set(entries))
     by_hash = {old_files[p].content_hash: p for p in report.removed}
     report.renamed = [(by_hash[entries[p].content_hash], p) for p in report.added
                       if entries[p].content_hash in by_hash]
     return chunks, entries
+
+
+def _conflict(rel: str, links: Sequence[str]) -> str:
+    return (f"skipped {rel}: it is also {', '.join(links)} (hard links), and no group may "
+            "see all of these paths")
 
 
 def _update_vectors(

@@ -243,8 +243,9 @@ def render_answer(answer: Answer, docs_root: Path | None = None) -> str:
         quoted: list[tuple[int, str]] = []
         note: str | None = "the docs folder is unknown"
         if docs_root is not None:
+            chunk = by_label[c.label].chunk
             quoted, note = quote_lines(docs_root, c.source_path, c.start_line, c.end_line,
-                                       by_label[c.label].chunk.text)
+                                       chunk.text, cols=(chunk.start_col, chunk.end_col))
         if note is not None:
             lines.append(f"        ({safe(note)})")
             continue

@@ -28,10 +28,17 @@ class Chunk:
     end_line: int
     heading: str | None = None  # heading path, e.g. "Install > From source"
     visibility: tuple[str, ...] = ()
+    # Only for a piece of one long line (start_line == end_line): text is
+    # line[start_col:end_col], in code points. None for chunks of whole lines.
+    start_col: int | None = None
+    end_col: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data["visibility"] = list(self.visibility)
+        for key in ("start_col", "end_col"):  # written only where they mean something
+            if data[key] is None:
+                del data[key]
         return data
 
     @classmethod
@@ -45,6 +52,8 @@ class Chunk:
             end_line=int(data["end_line"]),
             heading=data.get("heading"),
             visibility=tuple(data.get("visibility") or ()),
+            start_col=_optional_int(data.get("start_col")),
+            end_col=_optional_int(data.get("end_col")),
         )
 
 
@@ -147,3 +156,7 @@ class Answer:
             "tokens": self.tokens,
             "label_checks": self.label_checks,
         }
+
+
+def _optional_int(value: Any) -> int | None:
+    return None if value is None else int(value)

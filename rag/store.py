@@ -66,6 +66,7 @@ class Manifest:
     files: dict[str, FileEntry] = field(default_factory=dict)
     format_version: int = FORMAT_VERSION
     created: float = 0.0
+    chunk_rules: int = 0  # chunking.CHUNK_RULES when built; files are re-chunked when it differs
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), indent=1, sort_keys=True)
@@ -102,7 +103,7 @@ _MANIFEST_FIELDS: _Fields = {
     "embedding_model": ((str,), True), "dimension": ((int,), True),
     "vector_kind": ((str,), True), "chunking": ((dict,), True), "index_kind": ((str,), True),
     "docs_root": ((str,), False), "files": ((dict,), False), "format_version": ((int,), False),
-    "created": ((int, float), False),
+    "created": ((int, float), False), "chunk_rules": ((int,), False),
 }
 _FILE_FIELDS: _Fields = {
     "source_id": ((str,), True), "content_hash": ((str,), True), "chunk_ids": ((list,), True),
@@ -112,6 +113,7 @@ _CHUNK_FIELDS: _Fields = {
     "chunk_id": ((str,), True), "source_id": ((str,), True), "source_path": ((str,), True),
     "text": ((str,), True), "start_line": ((int,), True), "end_line": ((int,), True),
     "heading": ((str, type(None)), False), "visibility": ((list,), False),
+    "start_col": ((int,), False), "end_col": ((int,), False),
 }
 _HEX = frozenset("0123456789abcdef")
 

@@ -160,19 +160,23 @@ def _file_lines(docs_root: Path, source_path: str) -> list[str] | None:
 def quote_lines(
     docs_root: Path, source_path: str, start: int, end: int, expected: str,
     cache: dict[str, list[str] | None] | None = None,
+    *, cols: tuple[int | None, int | None] = (None, None),
 ) -> tuple[list[tuple[int, str]], str | None]:
     """(numbered lines, None), or ([], why) when the file no longer holds the indexed text.
 
     Citations are checked against the index; this second check against the file itself
-    means a stale index can never make anyone quote lines that are not there.
+    means a stale index can never make anyone quote lines that are not there. ``cols``
+    are the chunk's ``(start_col, end_col)``: for a piece of one long line, the piece is
+    checked and quoted, not the whole line.
     """
+    from rag.chunking import span_text
+
     cache = {} if cache is None else cache
     if source_path not in cache:
         cache[source_path] = _file_lines(docs_root, source_path)
     lines = cache[source_path]
     if lines is None:
         return [], f"{source_path} can no longer be read from the docs folder; re-index"
-    cited = lines[start - 1:end]
-    if start < 1 or end > len(lines) or "\n".join(cited) != expected:
+    if start < 1 or end > len(lines) or span_text(lines, start, end, *cols) != expected:
         return [], f"{source_path} has changed since it was indexed; re-index to see the lines"
-    return list(enumerate(cited, start=start)), None
+    return list(enumerate(expected.split("\n"), start=start)), None

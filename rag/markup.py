@@ -1,0 +1,231 @@
+"""Docs-generator markup: what a reader of the rendered page never sees as text.
+
+The chunker keeps every chunk's ``text`` equal to the file's lines, markup included, so a
+citation can always be checked against the file. What the encoder embeds, and what an
+answer shows, should be the page as a reader sees it. :func:`display_lines` maps each
+line to that text, one output per input line so line numbers still apply; ``""`` means
+the line is pure markup. :func:`clean_markup` is the same for a block of text.
+
+What is removed (outside fenced code blocks unless said otherwise):
+
+* HTML comments ``<!-- ... -->``, also over several lines, and MDX comments ``{/* */}``.
+* Link reference definitions (``[foo]: /url "title"``); footnotes (``[^1]: ...``) stay.
+* Hugo shortcodes ``{{< name args >}}``, ``{{% name %}}`` and their closing forms, also
+  inside code blocks (Hugo expands them there too) and over several lines (up to
+  ``SHORTCODE_MAX_LINES``). The escaped form ``{{</* x */>}}``, which Hugo renders as
+  the literal text ``{{< x >}}``, is shown that way.
+* Admonition and block markers, keeping their titles: MkDocs ``!!! note "Title"`` and
+  ``??? tip`` (their 4-space-indented content is shown dedented), pymdownx blocks
+  ``/// note | Title`` ... ``///``, Docusaurus ``:::tip Title`` (or ``:::tip[Title]``)
+  ... ``:::``.
+* Lines that start with an HTML or JSX tag lose their tags (``<TabItem value="x">``
+  gives ``""``, ``<summary>Why</summary>`` gives ``Why``); tags inside prose stay.
+* Whole-line file includes: pymdownx snippets (``--8<-- "file.md"``) and the
+  ``{* ../docs_src/app.py hl[3] *}`` lines of FastAPI's docs (the page shows the file).
+* With ``mdx=True``: ``import`` and ``export`` statements at the start of a line.
+
+Everything here is a linear scan (``str.find`` and anchored patterns without nested or
+adjacent unbounded quantifiers), so no line can make it slow.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+SHORTCODE_MAX_LINES = 20  # a `{{<` not closed within this many lines is plain text
+
+_FENCE = re.compile(r" {0,3}(`{3,}|~{3,})")
+_LINK_DEFINITION = re.compile(
+    r" {0,3}\[(?!\^)[^\[\]]+\]:[ \t]*(?:<[^<>]*>|\S+)"
+    r"(?:[ \t]+(?:\"[^\"]*\"|'[^']*'|\([^()]*\)))?"
+)
+_MKDOCS = re.compile(
+    r" {0,3}(?:!!!|\?\?\?\+?)[ \t]+[\w-]+(?:[ \t]+[\w-]+)*(?:[ \t]+\"([^\"]*)\")?"
+)
+_PYMDOWNX = re.compile(r" {0,3}/{3,}(?:[ \t]*[\w-]+(?:[ \t]*\|(.*))?)?")
+_DOCUSAURUS = re.compile(r" {0,3}:{3,}(?:[\w-]+)?(.*)")
+_TAG = re.compile(r"</?[A-Za-z][\w.-]*(?:[ \t/][^<>]*)?>")  # not autolinks like <https://x>
+_MDX_STATEMENT = re.compile(r"(?:import|export)[ \t{*]")
+_CLOSERS = {"<": ">}}", "%": "%}}"}
+
+
+def _fence_run(line: str) -> str:
+    match = _FENCE.match(line)
+    return match[1] if match else ""
+
+
+class _Scanner:
+    """State carried from line to line: open comment, shortcode, fence, admonition."""
+
+    def __init__(self, lines: Sequence[str], mdx: bool) -> None:
+        self.lines = lines
+        self.mdx = mdx
+        self.fence = ""
+        self.in_comment = False
+        self.shortcode_until = -1  # last line of a multi-line shortcode being skipped
+        self.shortcode_closer = ""
+        self.indented = False  # inside the 4-space-indented body of an MkDocs admonition
+
+    def line(self, i: int) -> str:
+        line = self.lines[i]
+        if self.indented:
+            if line.startswith(("    ", "\t")):
+                line = line[1:] if line[0] == "\t" else line[4:]
+            elif line.strip():
+                self.indented = False
+        if self.fence:
+            run = _fence_run(line)
+            if run and run[0] == self.fence[0] and len(run) >= len(self.fence) \
+                    and not line.strip()[len(run):].strip():
+                self.fence = ""
+            return self._shortcodes(line, i)
+        text = self._comments(self._shortcodes(line, i))
+        if not text.strip():
+            return ""
+        if self.fence == "" and (run := _fence_run(text)):
+            self.fence = run
+            return text
+        return self._block_markup(text)
+
+    def _shortcodes(self, line: str, i: int) -> str:
+        out: list[str] = []
+        pos = 0
+        if i <= self.shortcode_until:
+            end = line.find(self.shortcode_closer)
+            if end < 0:
+                return ""
+            self.shortcode_until = -1
+            pos = end + 3
+        unclosed: set[str] = set()  # closers not found after some opener on this line
+        while True:
+            start = line.find("{{", pos)
+            if start < 0 or start + 2 >= len(line) or line[start + 2] not in "<%":
+                if start < 0:
+                    out.append(line[pos:])
+                    return "".join(out)
+                out.append(line[pos:start + 2])
+                pos = start + 2
+                continue
+            out.append(line[pos:start])
+            kind = line[start + 2]
+            closer = _CLOSERS[kind]
+            end = -1 if closer in unclosed else line.find(closer, start + 3)
+            if end >= 0:
+                inner = line[start + 3:end]
+                if inner.startswith("/*") and inner.endswith("*/"):  # escaped: literal text
+                    out.append("{{" + kind + inner[2:-2] + closer[:1] + "}}")
+                pos = end + 3
+                continue
+            escaped = line.startswith("/*", start + 3)  # literal text, whatever its length
+            if not escaped and closer not in unclosed and self._closes_later(i, closer):
+                self.shortcode_until, self.shortcode_closer = self._closing_line(i, closer), closer
+                return "".join(out)
+            unclosed.add(closer)
+            out.append(line[start:start + 3])  # never closed: plain text
+            pos = start + 3
+
+    def _closing_line(self, i: int, closer: str) -> int:
+        last = min(len(self.lines), i + 1 + SHORTCODE_MAX_LINES)
+        return next(j for j in range(i + 1, last) if closer in self.lines[j])
+
+    def _closes_later(self, i: int, closer: str) -> bool:
+        last = min(len(self.lines), i + 1 + SHORTCODE_MAX_LINES)
+        return any(closer in self.lines[j] for j in range(i + 1, last))
+
+    def _comments(self, line: str) -> str:
+        out: list[str] = []
+        pos = 0
+        while pos <= len(line):
+            if self.in_comment:
+                end = line.find("-->", pos)
+                if end < 0:
+                    break
+                self.in_comment, pos = False, end + 3
+                continue
+            start = line.find("<!--", pos)
+            if start < 0:
+                out.append(line[pos:])
+                break
+            out.append(line[pos:start])
+            self.in_comment, pos = True, start + 4
+        text = "".join(out)
+        if "{/*" in text:  # MDX comments
+            text = _drop_between(text, "{/*", "*/}")
+        return text if text.strip() else ""
+
+    def _block_markup(self, line: str) -> str:
+        stripped = line.strip()
+        if _LINK_DEFINITION.fullmatch(stripped):
+            return ""
+        first = stripped[0]
+        if first in "!?" and (m := _MKDOCS.fullmatch(stripped)):
+            self.indented = True
+            return m[1] or ""
+        if first == "/" and (m := _PYMDOWNX.fullmatch(stripped)):
+            return (m[1] or "").strip()
+        if first == ":" and (m := _DOCUSAURUS.fullmatch(stripped)):
+            return m[1].strip().removeprefix("[").removesuffix("]").strip()
+        if first == "<" and _TAG.match(stripped):
+            return _drop_tags(line)
+        if self.mdx and _MDX_STATEMENT.match(line):
+            return ""
+        if (first == "{" and stripped.startswith("{*") and stripped.endswith("*}")) or \
+                stripped.startswith("--8<--"):
+            return ""
+        return line
+
+
+def _drop_between(text: str, opener: str, closer: str) -> str:
+    out: list[str] = []
+    pos = 0
+    while (start := text.find(opener, pos)) >= 0:
+        end = text.find(closer, start + len(opener))
+        if end < 0:
+            break
+        out.append(text[pos:start])
+        pos = end + len(closer)
+    out.append(text[pos:])
+    return "".join(out)
+
+
+def _drop_tags(line: str) -> str:
+    text = _TAG.sub("", line)
+    return text if text.strip() else ""
+
+
+def display_lines(lines: Sequence[str], *, mdx: bool = False) -> list[str]:
+    """Each line as a reader of the rendered page sees it; ``""`` for pure markup.
+
+    One output per input line, so ``display_lines(lines)[n - 1]`` is line ``n`` shown
+    without markup. ``mdx`` also drops MDX ``import``/``export`` lines. Blank lines and
+    text inside fenced code blocks stay as they are (apart from Hugo shortcodes).
+    """
+    scanner = _Scanner(lines, mdx)
+    return [scanner.line(i) for i in range(len(lines))]
+
+
+def display_line(line: str, *, mdx: bool = False) -> str:
+    """One line without context (no open comment or fence before it); see display_lines."""
+    return display_lines([line], mdx=mdx)[0]
+
+
+def clean_markup(text: str, *, mdx: bool = False) -> str:
+    """``text`` without docs-generator markup: what the encoder embeds and answers show.
+
+    Lines that are pure markup are dropped, runs of blank lines become one, and the
+    result is stripped. Use :func:`display_lines` when line numbers must stay aligned.
+    """
+    lines = text.split("\n")
+    out: list[str] = []
+    for raw, shown in zip(lines, display_lines(lines, mdx=mdx), strict=True):
+        if shown.strip():
+            out.append(shown)
+        elif not raw.strip() and out and out[-1]:
+            out.append("")
+    return "\n".join(out).strip()
+
+
+def is_mdx(path: str) -> bool:
+    """True for files whose markup is MDX (``.mdx``)."""
+    return path.lower().endswith(".mdx")

@@ -1,0 +1,103 @@
+"""Docs-generator markup is left out of what is embedded and shown, its content stays."""
+
+from __future__ import annotations
+
+import pytest
+
+from rag.markup import clean_markup, display_line, display_lines
+
+
+@pytest.mark.parametrize("line, shown", [
+    ('{{< code-toggle file=hugo >}}', ""),
+    ('{{< /code-toggle >}}', ""),
+    ('{{% include "/_common/x.md" %}}', ""),
+    ("Run {{< hl >}}hugo server{{< /hl >}} now.", "Run hugo server now."),
+    ("Escaped: {{</* figure src=a.jpg */>}}", "Escaped: {{< figure src=a.jpg >}}"),
+    ("{{%/* note */%}}", "{{% note %}}"),
+    ('!!! note "Read this first"', "Read this first"),
+    ("??? tip", ""),
+    ('???+ warning inline end "Careful"', "Careful"),
+    ("/// note | Technical Details", "Technical Details"),
+    ("//// tab | Python 3.10+", "Python 3.10+"),
+    ("///", ""),
+    (":::tip Pro tip", "Pro tip"),
+    (":::note[Heads up]", "Heads up"),
+    (":::", ""),
+    ('<TabItem value="npm" label="npm">', ""),
+    ("</Tabs>", ""),
+    ("<summary>Why is it slow?</summary>", "Why is it slow?"),
+    ("<!-- markdownlint-disable -->", ""),
+    ("Before <!-- hidden --> after", "Before  after"),
+    ('[hugo]: https://gohugo.io "Hugo"', ""),
+    ("[docs]: </a b/>", ""),
+    ("{/* an MDX comment */}", ""),
+    ("{* ../../docs_src/first_steps/tutorial001_py310.py hl[3] *}", ""),
+    ('--8<-- "includes/abbreviations.md"', ""),
+])
+def test_markup_lines_show_only_their_content(line: str, shown: str) -> None:
+    assert display_line(line) == shown
+
+
+@pytest.mark.parametrize("line", [
+    "[^1]: A footnote is text.",
+    "<https://example.com> is an autolink.",
+    "Use List<String> here.",
+    "A [link][ref] in prose.",
+    "import this from a sentence",  # not MDX: prose
+    "{{ .Title }} is a template action, not a shortcode.",
+    "{{< never closed",
+])
+def test_text_that_looks_like_markup_stays(line: str) -> None:
+    assert display_line(line) == line
+
+
+def test_multi_line_comments_shortcodes_and_admonitions() -> None:
+    lines = [
+        "<!-- a comment",
+        "over two lines --> Visible.",
+        "{{< img",
+        '  src="kitten.jpg"',
+        "  alt=\"A kitten\" >}}",
+        '!!! warning "Mind the gap"',
+        "    The body is indented.",
+        "",
+        "    Second paragraph.",
+        "Back to normal text.",
+    ]
+    assert display_lines(lines) == [
+        "", " Visible.", "", "", "", "Mind the gap", "The body is indented.", "",
+        "Second paragraph.", "Back to normal text.",
+    ]
+
+
+def test_code_fences_keep_their_text_but_shortcodes_are_expanded() -> None:
+    lines = ["```html", "<!-- kept: this is code -->", "<Tabs>", "[a]: /b",
+             "{{</* figure */>}}", "```", "<!-- gone -->"]
+    assert display_lines(lines) == [
+        "```html", "<!-- kept: this is code -->", "<Tabs>", "[a]: /b", "{{< figure >}}",
+        "```", "",
+    ]
+
+
+def test_mdx_imports_and_exports_only_in_mdx() -> None:
+    text = "import Tabs from '@theme/Tabs';\nexport const x = 1;\n\n# Title\n"
+    assert clean_markup(text, mdx=True) == "# Title"
+    assert clean_markup(text) == text.strip()
+
+
+def test_clean_markup_keeps_content_and_one_blank_between_blocks() -> None:
+    text = (
+        "import TabItem from '@theme/TabItem';\n\n<Tabs>\n<TabItem value=\"py\">\n\n"
+        "Install with pip.\n\n</TabItem>\n</Tabs>\n\n:::tip Fast path\n\nUse the wheel.\n\n:::\n"
+    )
+    assert clean_markup(text, mdx=True) == "Install with pip.\n\nFast path\n\nUse the wheel."
+
+
+def test_pathological_markup_lines_are_handled() -> None:
+    # Each of these made naive patterns backtrack; here they must simply come out right.
+    spaces = " " * 40_000
+    assert display_line(f"[a]: /b{spaces}x") == f"[a]: /b{spaces}x"
+    assert display_line("{{<" * 20_000) == "{{<" * 20_000
+    assert display_line("<a" * 20_000) == "<a" * 20_000
+    assert display_line(f"!!! note{spaces}\"x") == f"!!! note{spaces}\"x"
+    assert display_line("<!--" * 10_000) == ""
