@@ -14,11 +14,12 @@ from rag.text import STOPWORDS, parts, stem, tokens
 
 # Bumped whenever tokenize() or what is indexed changes: an index built with other tokens
 # would silently miss words, so loading it asks for `rag index` instead.
-ANALYZER = "snowball-heading2"
-# A chunk's heading path (a front matter title included) is indexed this many times: a
-# word in the heading says more about the chunk than the same word once in its body.
-# Measured on the FastAPI dev set with scripts/tune_fusion.py.
-HEADING_WEIGHT = 2
+ANALYZER = "snowball-heading1"
+# How many times a chunk's heading path (a front matter title included) is indexed before
+# its text. scripts/tune_fusion.py measured 1, 2 and 3 within one case of each other on the
+# FastAPI dev set and 1 best by two cases on corpus/eval.jsonl, so 1 it is; re-measure when
+# the heading path changes (e.g. titles joining it).
+HEADING_WEIGHT = 1
 
 
 def tokenize(text: str) -> list[str]:

@@ -149,12 +149,14 @@ def _chunk(row: int, text: str, heading: str | None) -> Chunk:
     return Chunk(f"{row:016x}", "s", "a.md", text, row + 1, row + 1, heading)
 
 
-def test_heading_words_weigh_more_than_body_words():
+def test_heading_words_are_searchable_and_can_weigh_more():
     chunks = [_chunk(0, "maintenance schedule for the intake valves", None),
               _chunk(1, "the glacier intake valves schedule", None),
               _chunk(2, "maintenance schedule for the intake valves", "Glacier")]
-    index = LexicalIndex.from_chunks(chunks)
-    assert [row for row, _ in index.search("glacier", 3)] == [2, 1]
+    once = LexicalIndex.from_chunks(chunks, heading_weight=1)
+    assert {row for row, _ in once.search("glacier", 3)} == {1, 2}
+    twice = LexicalIndex.from_chunks(chunks, heading_weight=2)
+    assert [row for row, _ in twice.search("glacier", 3)] == [2, 1]
 
 
 def test_an_index_from_another_analyzer_asks_for_reindexing(tmp_path):
