@@ -99,7 +99,8 @@ class RetrievalSettings(_Section):
     section_bonus: float = Field(
         0.25, ge=0, le=1,
         description="Share of a merged chunk's fused score added to its hit's score, so a "
-        "section that matched in several chunks ranks above one that matched once.",
+        "section that matched in several chunks ranks above one that matched once. Measured "
+        "with convex fusion; RRF scores are nearly flat, so use 0 with fusion = rrf.",
     )
 
 

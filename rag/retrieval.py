@@ -103,7 +103,11 @@ class Retriever:
 
     def places(self, ranked: list[tuple[int, float]], k: int, filt: _Filter,
                section_chunks: int | None = None, bonus: float | None = None) -> list[SearchHit]:
-        """The first k places of a ranked row list: adjacent chunks of a section merged."""
+        """The first k places of a ranked row list: adjacent chunks of a section merged.
+
+        With a bonus every row is walked (a merged chunk raises its place's score) and the
+        places are re-ranked; without one the walk stops at the k-th place.
+        """
         limit = self.settings.section_chunks if section_chunks is None else section_chunks
         bonus = self.settings.section_bonus if bonus is None else bonus
         chunks = self.index.chunks

@@ -29,8 +29,8 @@ def test_weights_move_the_fused_order():
     lexical = [(2, 12.0), (1, 1.0)]
     only_dense = RetrievalSettings(fusion="rrf", dense_weight=1.0)
     only_lexical = RetrievalSettings(fusion="convex", dense_weight=0.0)
-    assert [r for r, _ in fuse_weighted(dense, lexical, only_dense)][0] == 1
-    assert [r for r, _ in fuse_weighted(dense, lexical, only_lexical)][0] == 2
+    assert next(r for r, _ in fuse_weighted(dense, lexical, only_dense)) == 1
+    assert next(r for r, _ in fuse_weighted(dense, lexical, only_lexical)) == 2
     # equal weights give plain RRF's scores
     assert fuse_weighted(dense, lexical, RetrievalSettings(fusion="rrf")) == fuse(
         [dense, lexical], 60)
@@ -239,7 +239,7 @@ def test_a_changed_file_leaves_its_chunks_unmerged(pumps):
 
 
 def test_a_chunk_the_user_may_not_see_is_never_merged_in(pumps):
-    docs, version, embedder = pumps
+    _docs, version, embedder = pumps
     retriever = Retriever(version, embedder, RetrievalSettings(section_chunks=3))
     rows = [i for i, c in enumerate(version.chunks) if c.heading == "Guide > Glacier pumps"]
     mask = np.ones(len(version.chunks), dtype=np.float32)
