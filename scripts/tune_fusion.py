@@ -120,6 +120,12 @@ def main() -> None:
                  (0.25, 0.5, 1.0))]
     grid += [Setting(hw, mode, 1.0 if mode == "dense" else 0.0, 60, n)
              for hw, mode, n in itertools.product(weights, ("dense", "lexical"), (1, 3))]
+    conf = settings.retrieval
+    current = Setting(HEADING_WEIGHT, conf.fusion, conf.dense_weight,
+                      conf.rrf_k if conf.fusion == "rrf" else 0, conf.section_chunks,
+                      conf.section_bonus)
+    if current not in grid:
+        grid.append(current)
     per_setting: dict[Setting, list[dict[str, float]]] = {}
     for setting in grid:
         rs = RetrievalSettings(fusion="convex" if setting.fusion == "convex" else "rrf",
@@ -140,8 +146,6 @@ def main() -> None:
     everything = list(range(len(cases)))
     overall = {s: mean(v, everything) for s, v in per_setting.items()}
     best = max(overall, key=lambda s: objective(overall[s]))
-    current = Setting(HEADING_WEIGHT, settings.retrieval.fusion, settings.retrieval.dense_weight,
-                      settings.retrieval.rrf_k, settings.retrieval.section_chunks)
     header = " ".join(f"{m:>7}" for m in METRICS) + "  lines  words"
 
     def row(setting: Setting) -> str:
@@ -181,8 +185,7 @@ def main() -> None:
     cv = {m: sum(h[m] for h in held_out) / len(cases) for m in METRICS}
     print("  cross-validated: " + " ".join(f"{m} {cv[m]:.3f}" for m in METRICS))
     print("  best on all cases: " + " ".join(f"{m} {overall[best][m]:.3f}" for m in METRICS))
-    if current in overall:
-        print("  current config: " + " ".join(f"{m} {overall[current][m]:.3f}" for m in METRICS))
+    print("  current config: " + " ".join(f"{m} {overall[current][m]:.3f}" for m in METRICS))
     if args.json:
         args.json.write_text(json.dumps(
             [{"setting": s.label(), **v} for s, v in overall.items()], indent=1))
