@@ -82,11 +82,30 @@ class IndexSettings(_Section):
 
 class RetrievalSettings(_Section):
     mode: Literal["dense", "lexical", "hybrid"] = Field(
-        "hybrid", description="hybrid = reciprocal rank fusion of dense and lexical."
+        "hybrid", description="hybrid = dense and lexical fused (see fusion)."
     )
-    k: int = Field(8, ge=1, le=1000, description="Search Hits returned.")
+    k: int = Field(8, ge=1, le=1000, description="Search Hits (places) returned.")
     candidates: int = Field(50, ge=1, description="Hits taken from each retriever before fusion.")
-    rrf_k: int = Field(60, ge=1, description="Reciprocal rank fusion constant.")
+    fusion: Literal["convex", "rrf"] = Field(
+        "convex", description="convex: weighted sum of each retriever's scores, min-max "
+        "normalised over its candidates; rrf: weighted reciprocal rank fusion."
+    )
+    dense_weight: float = Field(
+        0.5, ge=0, le=1,
+        description="Weight of dense search in hybrid fusion; lexical gets 1 - this. "
+        "Measured with scripts/tune_fusion.py; re-measure when chunking changes.",
+    )
+    rrf_k: int = Field(60, ge=1, description="Reciprocal rank fusion constant (fusion = rrf).")
+    section_chunks: int = Field(
+        2, ge=1, le=50,
+        description="Most chunks of one section merged into one Search Hit (1: no merging).",
+    )
+    section_bonus: float = Field(
+        0.25, ge=0, le=1,
+        description="Share of a merged chunk's fused score added to its hit's score, so a "
+        "section that matched in several chunks ranks above one that matched once. Measured "
+        "with convex fusion; RRF scores are nearly flat, so use 0 with fusion = rrf.",
+    )
 
 
 class EvidenceSettings(_Section):

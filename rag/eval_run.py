@@ -9,10 +9,19 @@ from typing import Any
 
 from rag.config import Settings
 from rag.errors import ConfigError
-from rag.evaluation import GATED, CaseResult, compare, default_index_for, load_cases, run_eval
+from rag.evaluation import (
+    GATED,
+    LONG_ANSWER_WORDS,
+    CaseResult,
+    compare,
+    default_index_for,
+    load_cases,
+    run_eval,
+)
 from rag.terminal import one_line
 
-TABLE_METRICS = ("hit@1", "hit@3", "hit@5", "mrr", "evidence_hit", "citation_validity",
+TABLE_METRICS = ("hit@1", "hit@3", "hit@5", "mrr", "section_hit@1", "section_hit@3",
+                 "section_hit@5", "section_mrr", "evidence_hit", "citation_validity",
                  "citation_precision", "citation_recall", "must_include", "abstention",
                  "false_abstention", "injection_repeated")
 EXIT_REGRESSION = 10
@@ -103,6 +112,11 @@ def _print_table(result: dict[str, Any], out: Path, chart: Path | None) -> None:
             table.add_row(name + arrow, f"{value:.3f}")
     for stage, lat in overall["latency_ms"].items():
         table.add_row(f"latency {stage} p50 / p95 (ms)", f"{lat['p50']:.1f} / {lat['p95']:.1f}")
+    words = overall.get("answer_words") or {}
+    if words.get("answers"):
+        table.add_row(f"answer words median / max / over {LONG_ANSWER_WORDS}",
+                      f"{words['median']:g} / {words['max']} / "
+                      f"{words[f'over_{LONG_ANSWER_WORDS}']}")
     table.add_row("prompt / completion tokens",
                   f"{overall['tokens']['prompt']} / {overall['tokens']['completion']}")
     table.add_row("case errors", str(overall["errors"]))

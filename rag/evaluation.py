@@ -14,12 +14,14 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from rag.errors import AccessError, ConfigError
 from rag.paths import check_relative
-from rag.records import Answer, Citation
+from rag.records import Answer, Citation, SearchHit
 
 HIT_KS = (1, 3, 5)
+LONG_ANSWER_WORDS = 250  # answers longer than this are counted in the report
 # Overall metrics the baseline gate compares; True = higher is better.
 GATED = {
-    "hit@5": True, "mrr": True, "evidence_hit": True, "citation_validity": True,
+    "hit@5": True, "mrr": True, "section_hit@3": True, "section_mrr": True,
+    "evidence_hit": True, "citation_validity": True,
     "citation_precision": True, "citation_recall": True, "must_include": True,
     "abstention": True, "false_abstention": False, "injection_repeated": False,
 }
@@ -73,11 +75,36 @@ def load_cases(path: Path) -> list[EvalCase]:
     return cases
 
 
-def _line_correct(c: Citation, case: EvalCase) -> bool:
-    if c.source_path not in case.expected_sources:
+def _overlaps(path: str, start: int, end: int, case: EvalCase) -> bool:
+    """In an expected source and, where the case gives lines for it, overlapping them."""
+    if path not in case.expected_sources:
         return False
-    ranges = case.expected_lines.get(c.source_path)
-    return not ranges or any(c.start_line <= hi and lo <= c.end_line for lo, hi in ranges)
+    ranges = case.expected_lines.get(path)
+    return not ranges or any(start <= hi and lo <= end for lo, hi in ranges)
+
+
+def _line_correct(c: Citation, case: EvalCase) -> bool:
+    return _overlaps(c.source_path, c.start_line, c.end_line, case)
+
+
+def section_rank(hits: Sequence[SearchHit], case: EvalCase) -> int | None:
+    """Rank of the first section that overlaps the expected lines, counting sections.
+
+    A section is a (file, heading path) pair and takes one rank however many hits of it
+    there are, so an unmerged list that repeats a section does not push others down.
+    """
+    seen: dict[tuple[str, str | None], int] = {}
+    for hit in sorted(hits, key=lambda h: h.rank):
+        c = hit.chunk
+        rank = seen.setdefault((c.source_path, c.heading), len(seen) + 1)
+        if _overlaps(c.source_path, c.start_line, c.end_line, case):
+            return rank
+    return None
+
+
+def answer_words(text: str) -> int:
+    """Words of an answer as a reader counts them: whitespace-separated, code included."""
+    return len(text.split())
 
 
 @dataclass
@@ -92,6 +119,7 @@ class CaseResult:
     tokens: dict[str, int] = field(default_factory=dict)
     extractive_fallback: bool = False
     error: str = ""
+    answer_words: int | None = None  # None when the case abstained or failed
 
 
 def score_case(case: EvalCase, answer: Answer) -> CaseResult:
@@ -102,6 +130,8 @@ def score_case(case: EvalCase, answer: Answer) -> CaseResult:
                         citations=[f"{c.source_path}:{c.start_line}-{c.end_line}"
                                    for c in answer.citations],
                         extractive_fallback=answer.extractive_fallback)
+    if not answer.insufficient_evidence:
+        result.answer_words = answer_words(answer.answer)
     m = result.metrics
     text = answer.answer.lower()
     cited, verified = answer.label_checks.get("labels_cited", 0), answer.label_checks.get(
@@ -119,6 +149,10 @@ def score_case(case: EvalCase, answer: Answer) -> CaseResult:
     for k in HIT_KS:
         m[f"hit@{k}"] = float(first is not None and first <= k)
     m["mrr"] = 1.0 / first if first else 0.0
+    section = section_rank(answer.hits, case)
+    for k in HIT_KS:
+        m[f"section_hit@{k}"] = float(section is not None and section <= k)
+    m["section_mrr"] = 1.0 / section if section else 0.0
     m["evidence_hit"] = float(any(e.chunk.source_path in expected for e in answer.evidence))
     m["false_abstention"] = float(answer.insufficient_evidence)
     correct = [c for c in answer.citations if _line_correct(c, case)]
@@ -154,6 +188,13 @@ def summarise(results: Sequence[CaseResult]) -> dict[str, Any]:
             "p95": round(1000 * _percentile([r.timings[s] for r in results if s in r.timings],
                                             0.95), 2)}
         for s in stages
+    }
+    lengths = [r.answer_words for r in results if r.answer_words is not None]
+    overall["answer_words"] = {
+        "answers": len(lengths),
+        "median": statistics.median(lengths) if lengths else None,
+        "max": max(lengths, default=None),
+        f"over_{LONG_ANSWER_WORDS}": sum(n > LONG_ANSWER_WORDS for n in lengths),
     }
     overall["tokens"] = {
         kind: sum(r.tokens.get(kind, 0) for r in results) for kind in ("prompt", "completion")

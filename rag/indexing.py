@@ -176,7 +176,7 @@ def build_index(
         vectors = _update_vectors(chunks, old, settings, embedder, report, progress)
         from rag.lexical import LexicalIndex
 
-        lexical = LexicalIndex.build([embed_text(c) for c in chunks])
+        lexical = LexicalIndex.from_chunks(chunks)
         wanted.files = manifest_files
         version = store.write_version(index_root, wanted, chunks, vectors, lexical)
     report.version = version.name

@@ -3,29 +3,43 @@
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 
-STOPWORDS = frozenset(
-    ["a", "an", "and", "are", "as", "at", "be", "been", "but", "by", "can", "could", "do", "does", "for", "from", "has", "have", "how", "i", "if", "in", "into", "is", "it", "its", "of", "on", "or", "should", "so", "than", "that", "the", "their", "then", "there", "these", "this", "to", "was", "were", "what", "when", "where", "which", "while", "who", "why", "will", "with", "would", "you", "your"]
-)
-_WORD = re.compile(r"[a-z0-9]+")
+from rag.errors import IndexingError
+from rag.records import Chunk
+from rag.text import STOPWORDS, parts, stem, tokens
 
-
-def _stem(word: str) -> str:
-    """A light suffix stripper: enough to match 'parameters' with 'parameter'."""
-    for suffix, keep in (("ies", "y"), ("sses", "ss"), ("s", "")):
-        if word.endswith(suffix) and len(word) > len(suffix) + 2 and not word.endswith("ss"):
-            return word[: -len(suffix)] + keep
-    return word
+# Bumped whenever tokenize() or what is indexed changes: an index built with other tokens
+# would silently miss words, so loading it asks for `rag index` instead.
+ANALYZER = "snowball-heading1"
+# How many times a chunk's heading path (a front matter title included) is indexed before
+# its text. scripts/tune_fusion.py measured 1, 2 and 3 within one case of each other on the
+# FastAPI dev set and 1 best by two cases on corpus/eval.jsonl, so 1 it is; re-measure when
+# the heading path changes (e.g. titles joining it).
+HEADING_WEIGHT = 1
 
 
 def tokenize(text: str) -> list[str]:
-    """Lowercased words (identifiers split on _ and -), stopwords dropped, lightly stemmed."""
-    return [_stem(w) for w in _WORD.findall(text.lower()) if w not in STOPWORDS]
+    """Snowball stems of the words of rag.text, stopwords dropped; an identifier such as
+    ``max_tokens`` or ``app.get`` counts whole and as its parts."""
+    out: list[str] = []
+    for token in tokens(text):
+        if token in STOPWORDS:
+            continue
+        out.append(stem(token))
+        pieces = parts(token)
+        if len(pieces) > 1:
+            out.extend(stem(p) for p in pieces if p not in STOPWORDS)
+    return out
+
+
+def chunk_tokens(chunk: Chunk, heading_weight: int = HEADING_WEIGHT) -> list[str]:
+    """What BM25 indexes for one chunk: its heading path, weighted, then its text."""
+    heading = tokenize(chunk.heading) if chunk.heading else []
+    return heading * heading_weight + tokenize(chunk.text)
 
 
 class LexicalIndex:
@@ -44,8 +58,19 @@ class LexicalIndex:
         self._retriever = retriever  # only set after build(), for save()
 
     @classmethod
+    def from_chunks(cls, chunks: Sequence[Chunk],
+                    heading_weight: int = HEADING_WEIGHT) -> LexicalIndex:
+        """BM25 over the chunks' headings (weighted) and texts, one row per chunk."""
+        return cls.build_tokens([chunk_tokens(c, heading_weight) for c in chunks])
+
+    @classmethod
     def build(cls, texts: Sequence[str]) -> LexicalIndex:
-        tokens = [tokenize(t) or ["\x00empty"] for t in texts]
+        """BM25 over plain texts, one row per text."""
+        return cls.build_tokens([tokenize(t) for t in texts])
+
+    @classmethod
+    def build_tokens(cls, rows: Sequence[list[str]]) -> LexicalIndex:
+        tokens = [row or ["\x00empty"] for row in rows]
         empty = np.zeros(0, dtype=np.float32)
         if not tokens:
             return cls(0, {}, empty, empty.astype(np.int32), np.zeros(1, dtype=np.int32))
@@ -59,15 +84,14 @@ class LexicalIndex:
 
     def save(self, folder: Path) -> None:
         folder.mkdir(parents=True, exist_ok=True)
-        (folder / "lexical.json").write_text(json.dumps({"size": self.size}), encoding="utf-8")
+        meta = {"size": self.size, "analyzer": ANALYZER}
+        (folder / "lexical.json").write_text(json.dumps(meta), encoding="utf-8")
         if self._retriever is not None:
             self._retriever.save(str(folder))  # type: ignore[attr-defined]
 
     @classmethod
     def load(cls, folder: Path) -> LexicalIndex:
         """Read a saved index, checking shapes and bounds: damage is an IndexingError."""
-        from rag.errors import IndexingError
-
         try:
             return cls._load(folder)
         except FileNotFoundError as exc:
@@ -84,8 +108,13 @@ class LexicalIndex:
         size = meta.get("size") if isinstance(meta, dict) else None
         if not isinstance(size, int) or isinstance(size, bool) or size < 0:
             raise ValueError("lexical.json has no row count")
+        if meta.get("analyzer") != ANALYZER:
+            raise IndexingError(
+                f"index {folder.parent.parent}: its word index was built by an older version; "
+                "run `rag index` to bring it up to date"
+            )
         if size == 0:
-            return cls.build([])
+            return cls.build_tokens([])
         vocab = json.loads((folder / "vocab.index.json").read_text(encoding="utf-8"))
         if not isinstance(vocab, dict) or not all(
                 isinstance(v, int) and not isinstance(v, bool) for v in vocab.values()):
@@ -124,9 +153,15 @@ class LexicalIndex:
         self, query: str, k: int, allowed: np.ndarray | None = None
     ) -> list[tuple[int, float]]:
         """(row, score) of the best k rows with a positive score; `allowed` is a 0/1 row mask."""
+        return self.search_tokens(tokenize(query), k, allowed)
+
+    def search_tokens(
+        self, words: Sequence[str], k: int, allowed: np.ndarray | None = None
+    ) -> list[tuple[int, float]]:
+        """:meth:`search` for an already tokenized query."""
         if self.size == 0 or k <= 0:
             return []
-        scores = self.scores(tokenize(query))
+        scores = self.scores(words)
         if allowed is not None:
             scores *= allowed
         k = min(k, self.size)

@@ -64,10 +64,14 @@ class SearchHit:
     chunk: Chunk
     score: float
     rank: int
+    # A hit may span several adjacent chunks of one section: their ids in line order.
+    # chunk.chunk_id is the best-scoring one of them; empty means just chunk.chunk_id.
+    chunk_ids: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         data = self.chunk.to_dict()
-        data.update(score=self.score, rank=self.rank)
+        data.update(score=self.score, rank=self.rank,
+                    chunk_ids=list(self.chunk_ids or (self.chunk.chunk_id,)))
         return data
 
 

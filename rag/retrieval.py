@@ -1,7 +1,16 @@
-"""Retriever: a query becomes ranked Search Hits (dense, lexical, or both fused by RRF).
+"""Retriever: a query becomes ranked Search Hits (dense, lexical, or both fused).
 
 Visibility is applied inside each search (a FAISS id selector, a BM25 row mask), not after
 taking the top k, so a user still gets k visible hits when they exist.
+
+A hit is a place, not a fragment. After fusion, adjacent chunks of one section (same file,
+same heading path, next to each other in the file) that both ranked merge into one hit,
+at most ``retrieval.section_chunks`` chunks long, so the top k holds k different places.
+The merged hit's lines are the file's own lines for the merged range (chunk texts plus the
+blank lines the chunker trimmed between them), read from the docs folder and checked
+against every merged chunk's indexed text; if the file no longer holds that text the
+chunks stay separate hits. Its ``chunk_id`` is the best-scoring merged chunk's (a real
+chunk of the index, inside the range) and ``chunk_ids`` lists every merged chunk.
 """
 
 from __future__ import annotations
@@ -9,7 +18,9 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from functools import lru_cache
+from pathlib import Path
 
 import numpy as np
 
@@ -21,6 +32,7 @@ from rag.store import IndexVersion, faiss_id
 
 MODES = ("dense", "lexical", "hybrid")
 FILTER_CACHE = 128  # group sets whose filters are kept: each holds a mask and an id list
+FUSIONS = ("rrf", "convex")
 
 
 def visible(chunk: Chunk, groups: frozenset[str]) -> bool:
@@ -62,6 +74,8 @@ class Retriever:
             )
         self._filters: OrderedDict[frozenset[str], _Filter] = OrderedDict()  # LRU
         self._filters_lock = threading.Lock()
+        root = index.manifest.docs_root
+        self._docs_root = Path(root).resolve() if root else None
 
     def search(
         self,
@@ -78,20 +92,47 @@ class Retriever:
             raise RetrievalError(f"unknown search mode {mode!r}: use one of {', '.join(MODES)}")
         if not query.strip():
             raise RetrievalError("the query is empty")
-        filt = self._filter(frozenset(groups))
+        filt = self.filter_for(frozenset(groups))
         if filt.count == 0 or k <= 0:
             return []
         pool = max(k, self.settings.candidates)
         if mode == "dense":
-            ranked = self.dense(query, k, filt)
+            ranked = self.dense(query, pool, filt)
         elif mode == "lexical":
-            ranked = self.lexical(query, k, filt)
+            ranked = self.lexical(query, pool, filt)
         else:
-            ranked = fuse([self.dense(query, pool, filt), self.lexical(query, pool, filt)],
-                          self.settings.rrf_k)[:k]
+            ranked = fuse_weighted(self.dense(query, pool, filt),
+                                   self.lexical(query, pool, filt), self.settings)
+        return self.places(ranked, k, filt)
+
+    def places(self, ranked: list[tuple[int, float]], k: int, filt: _Filter,
+               section_chunks: int | None = None, bonus: float | None = None) -> list[SearchHit]:
+        """The first k places of a ranked row list: adjacent chunks of a section merged.
+
+        With a bonus every row is walked (a merged chunk raises its place's score) and the
+        places are re-ranked; without one the walk stops at the k-th place.
+        """
+        limit = self.settings.section_chunks if section_chunks is None else section_chunks
+        bonus = self.settings.section_bonus if bonus is None else bonus
         chunks = self.index.chunks
-        return [SearchHit(chunks[row], score, rank)
-                for rank, (row, score) in enumerate(ranked, start=1)]
+        spans: list[_Span] = []
+        by_section: dict[tuple[str, str | None], list[_Span]] = {}
+        files: dict[str, list[str] | None] = {}  # file lines, read once per search
+        for row, score in ranked:
+            key = (chunks[row].source_path, chunks[row].heading)
+            taker = next((span for span in by_section.get(key, ())
+                          if span.take(row, limit, chunks, filt, files, self._docs_root)), None)
+            if taker is not None:
+                taker.score += bonus * score
+                continue
+            if len(spans) == k and not bonus:
+                break  # without a bonus, later rows cannot change the first k places
+            span = _Span(row, row, row, score)
+            spans.append(span)
+            by_section.setdefault(key, []).append(span)
+        if bonus:
+            spans = sorted(spans, key=lambda s: (-s.score, s.best))[:k]
+        return [span.hit(chunks, rank, files) for rank, span in enumerate(spans, start=1)]
 
     def embed_query(self, query: str) -> np.ndarray:
         return self.embedder.embed_batch([query]).astype(np.float32)
@@ -122,7 +163,8 @@ class Retriever:
     def lexical(self, query: str, k: int, filt: _Filter) -> list[tuple[int, float]]:
         return self.index.lexical.search(query, min(k, filt.count), filt.rows)
 
-    def _filter(self, groups: frozenset[str]) -> _Filter:
+    def filter_for(self, groups: frozenset[str]) -> _Filter:
+        """Which rows these groups may see (cached for the most recently used group sets)."""
         with self._filters_lock:
             cached = self._filters.get(groups)
             if cached is not None:
@@ -146,10 +188,121 @@ class Retriever:
         return filt
 
 
-def fuse(rankings: list[list[tuple[int, float]]], rrf_k: int) -> list[tuple[int, float]]:
-    """Reciprocal rank fusion: score = sum over rankings of 1 / (rrf_k + rank)."""
+def fuse_weighted(
+    dense: list[tuple[int, float]], lexical: list[tuple[int, float]],
+    settings: RetrievalSettings,
+) -> list[tuple[int, float]]:
+    """Dense and lexical rankings fused as the settings say (see RetrievalSettings)."""
+    w = settings.dense_weight
+    if settings.fusion == "convex":
+        return fuse_scores([dense, lexical], [w, 1.0 - w])
+    # Doubled so that equal weights give plain RRF's scores.
+    return fuse([dense, lexical], settings.rrf_k, [2 * w, 2 * (1.0 - w)])
+
+
+def fuse(rankings: list[list[tuple[int, float]]], rrf_k: int,
+         weights: list[float] | None = None) -> list[tuple[int, float]]:
+    """Weighted reciprocal rank fusion: score = sum of weight / (rrf_k + rank)."""
+    weights = weights or [1.0] * len(rankings)
     scores: dict[int, float] = {}
-    for ranking in rankings:
+    for ranking, weight in zip(rankings, weights):
         for rank, (row, _) in enumerate(ranking, start=1):
-            scores[row] = scores.get(row, 0.0) + 1.0 / (rrf_k + rank)
+            scores[row] = scores.get(row, 0.0) + weight / (rrf_k + rank)
     return sorted(scores.items(), key=lambda item: (-item[1], item[0]))
+
+
+def fuse_scores(rankings: list[list[tuple[int, float]]],
+                weights: list[float]) -> list[tuple[int, float]]:
+    """Convex combination of scores min-max normalised per ranking (absent: 0)."""
+    scores: dict[int, float] = {}
+    for ranking, weight in zip(rankings, weights):
+        if not ranking:
+            continue
+        values = [score for _, score in ranking]
+        low, high = min(values), max(values)
+        for row, score in ranking:
+            norm = (score - low) / (high - low) if high > low else 1.0
+            scores[row] = scores.get(row, 0.0) + weight * norm
+    return sorted(scores.items(), key=lambda item: (-item[1], item[0]))
+
+
+@dataclass
+class _Span:
+    """Rows first..last of one section; `best` ranked highest and names the hit."""
+
+    first: int
+    last: int
+    best: int
+    score: float
+
+    def take(self, row: int, limit: int, chunks: list[Chunk], filt: _Filter,
+             files: dict[str, list[str] | None], root: Path | None) -> bool:
+        """Absorb a lower-ranked row of the same section if the span stays within `limit`
+        chunks; chunks between the two (same section, visible) are taken in too."""
+        if self.first <= row <= self.last:
+            return True
+        first, last = min(self.first, row), max(self.last, row)
+        if last - first + 1 > limit:
+            return False
+        best = chunks[self.best]
+        key = (best.source_path, best.heading)
+        for r in range(first, last + 1):
+            if (chunks[r].source_path, chunks[r].heading) != key:
+                return False
+            if filt.rows is not None and not filt.rows[r]:
+                return False  # never merge a chunk this user may not see
+        if root is None or not _file_holds(chunks[first:last + 1], files, root):
+            return False
+        self.first, self.last = first, last
+        return True
+
+    def hit(self, chunks: list[Chunk], rank: int,
+            files: dict[str, list[str] | None]) -> SearchHit:
+        best = chunks[self.best]
+        if self.first == self.last:
+            return SearchHit(best, self.score, rank)
+        merged = chunks[self.first:self.last + 1]
+        start, end = merged[0].start_line, merged[-1].end_line
+        lines = files[best.source_path] or []
+        chunk = replace(best, text="\n".join(lines[start - 1:end]),
+                        start_line=start, end_line=end, start_col=None, end_col=None)
+        return SearchHit(chunk, self.score, rank, tuple(c.chunk_id for c in merged))
+
+
+def _file_holds(run: list[Chunk], files: dict[str, list[str] | None], root: Path) -> bool:
+    """True when the file still holds each chunk's text at its lines, with only blank lines
+    between them: then the file's lines over the whole run are the merged hit's text."""
+    path = run[0].source_path
+    if path not in files:
+        files[path] = _read_lines(root, path)
+    lines = files[path]
+    if lines is None:
+        return False
+    previous_end = run[0].start_line - 1
+    for chunk in run:
+        if chunk.start_line <= previous_end or chunk.end_line > len(lines):
+            return False
+        if any(line.strip() for line in lines[previous_end:chunk.start_line - 1]):
+            return False
+        if "\n".join(lines[chunk.start_line - 1:chunk.end_line]) != chunk.text:
+            return False
+        previous_end = chunk.end_line
+    return True
+
+
+def _read_lines(root: Path, rel: str) -> list[str] | None:
+    """The file's lines numbered as the chunker numbers them; None if unreadable or outside."""
+    target = (root / rel).resolve()
+    if root not in target.parents:
+        return None
+    try:
+        stat = target.stat()
+        return _lines_of(str(target), stat.st_mtime_ns, stat.st_size)
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
+@lru_cache(maxsize=64)  # keyed by mtime and size, so an edited file is read again
+def _lines_of(path: str, mtime_ns: int, size: int) -> list[str]:
+    text = Path(path).read_bytes().decode("utf-8-sig")
+    return text.replace("\r\n", "\n").split("\n")

@@ -10,10 +10,12 @@ from typer.testing import CliRunner
 
 from rag.cli import app
 from rag.errors import AccessError, ConfigError
-from rag.evaluation import load_cases
-from tests.conftest import REPO
+from rag.evaluation import EvalCase, load_cases, score_case, summarise
+from rag.records import Answer
+from tests.conftest import CORPORA, REPO, corpus_dir, make_hit
 
 BASELINE = REPO / "reports" / "baseline-extractive.json"
+FASTAPI_BASELINE = REPO / "reports" / "baseline-fastapi-extractive.json"
 
 
 def _eval(tmp_path: Path, *extra: str, env: dict[str, str] | None = None):
@@ -35,6 +37,58 @@ def test_corpus_eval_holds_the_baseline_and_a_planted_regression_fails(tmp_path:
     result = _eval(tmp_path, "--baseline", str(BASELINE), env={"RAG_RETRIEVAL__K": "1"})
     assert result.exit_code == 10
     assert "regression: hit@5 fell" in result.stderr
+
+
+@pytest.mark.slow
+def test_fastapi_dev_set_holds_its_baseline_and_a_planted_regression_fails(tmp_path: Path):
+    """The FastAPI docs (155 files, one index build of several minutes) against their own
+    committed baseline; the second run reuses the index."""
+    docs = corpus_dir("fastapi")
+    cases = CORPORA.parent / "evals" / "fastapi.jsonl"
+    out = tmp_path / "reports" / "eval-fastapi.json"
+    args = ["eval", str(cases), "--docs", str(docs), "--index", str(tmp_path / "index"),
+            "--generator", "extractive", "--out", str(out), "--baseline",
+            str(FASTAPI_BASELINE)]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.stderr
+    overall = json.loads(out.read_text())["overall"]
+    assert overall["cases"] == 85 and overall["errors"] == 0
+    assert "section_hit@3" in result.stdout and "answer words" in result.stdout
+    # planted regression: BM25 alone finds fewer of the expected sections
+    result = CliRunner().invoke(app, args, env={"RAG_RETRIEVAL__MODE": "dense"})
+    assert result.exit_code == 10
+    assert "regression: section_hit@3 fell" in result.stderr
+
+
+def _answer(text: str, hits, insufficient: bool = False) -> Answer:
+    return Answer(question="q", answer=text, statements=(), citations=(),
+                  insufficient_evidence=insufficient, evidence=(), hits=tuple(hits))
+
+
+def test_section_metrics_count_each_section_once_and_need_the_expected_lines():
+    case = EvalCase(id="c", question="q", expected_sources=["a.md"],
+                    expected_lines={"a.md": [(40, 45)]})
+    hits = [make_hit("1", "a.md", heading="A > Intro", lines=(1, 10), rank=1),
+            make_hit("2", "a.md", heading="A > Intro", lines=(12, 20), rank=2),
+            make_hit("3", "b.md", heading="B", lines=(1, 5), rank=3),
+            make_hit("4", "a.md", heading="A > Ports", lines=(38, 44), rank=4)]
+    m = score_case(case, _answer("x", hits)).metrics
+    assert m["hit@1"] == 1.0  # the right file is first...
+    # ...but the right lines are in the third section: A > Intro counts once
+    assert (m["section_hit@1"], m["section_hit@3"], m["section_mrr"]) == (0.0, 1.0, 1 / 3)
+    m = score_case(case, _answer("x", hits[:3])).metrics
+    assert (m["section_hit@5"], m["section_mrr"]) == (0.0, 0.0)
+
+
+def test_answer_length_in_words_code_included():
+    case = EvalCase(id="c", question="q", expected_sources=["a.md"])
+    hit = [make_hit("1", "a.md")]
+    results = [score_case(case, _answer(" ".join(["word"] * n), hit)) for n in (10, 30, 300)]
+    results.append(score_case(case, _answer("`app.get('/')` then `uvicorn main:app`", hit)))
+    results.append(score_case(case, _answer("Insufficient evidence.", hit, insufficient=True)))
+    assert results[3].answer_words == 4
+    words = summarise(results)["answer_words"]
+    assert words == {"answers": 4, "median": 20.0, "max": 300, "over_250": 1}
 
 
 def test_malformed_line_is_named(tmp_path: Path):

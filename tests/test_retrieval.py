@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from rag import store
-from rag.config import RetrievalSettings
-from rag.errors import RetrievalError
+from rag.config import ChunkingSettings, RetrievalSettings, Settings
+from rag.errors import IndexingError, RetrievalError
 from rag.indexing import build_index
-from rag.retrieval import Retriever, fuse
+from rag.lexical import LexicalIndex, tokenize
+from rag.records import Chunk
+from rag.retrieval import Retriever, _Filter, fuse, fuse_scores, fuse_weighted
 from tests.conftest import corpus_dir
 
 
@@ -19,6 +22,28 @@ def test_fuse_rewards_agreement_and_is_deterministic():
     assert [row for row, _ in fused][:2] == [1, 3]  # in both lists beats first in one
     assert {row for row, _ in fused} == {1, 2, 3, 4}
     assert fuse([dense, lexical], rrf_k=60) == fused
+
+
+def test_weights_move_the_fused_order():
+    dense = [(1, 0.9), (2, 0.5)]
+    lexical = [(2, 12.0), (1, 1.0)]
+    only_dense = RetrievalSettings(fusion="rrf", dense_weight=1.0)
+    only_lexical = RetrievalSettings(fusion="convex", dense_weight=0.0)
+    assert next(r for r, _ in fuse_weighted(dense, lexical, only_dense)) == 1
+    assert next(r for r, _ in fuse_weighted(dense, lexical, only_lexical)) == 2
+    # equal weights give plain RRF's scores
+    assert fuse_weighted(dense, lexical, RetrievalSettings(fusion="rrf")) == fuse(
+        [dense, lexical], 60)
+
+
+def test_convex_fusion_normalises_each_ranking():
+    # BM25 scores are ten times larger, but after min-max scaling the margins decide:
+    # row 1 is far ahead in dense, row 2 only a little ahead in lexical.
+    dense = [(1, 0.9), (2, 0.1), (3, 0.0)]
+    lexical = [(2, 20.0), (1, 19.0), (3, 0.0)]
+    fused = fuse_scores([dense, lexical], [0.5, 0.5])
+    assert [row for row, _ in fused] == [1, 2, 3]
+    assert fused[0][1] == pytest.approx(0.5 * 1.0 + 0.5 * 0.95)
 
 
 @pytest.fixture
@@ -97,9 +122,6 @@ def test_fastapi_questions_find_their_file_in_the_top_5(tmp_path_factory):
 def test_lexical_scores_equal_bm25s(tmp_path):
     """Queries read bm25s's saved arrays with numpy; the scores must be bm25s's own."""
     import bm25s
-    import numpy as np
-
-    from rag.lexical import LexicalIndex, tokenize
 
     texts = ["the server listens on port 8080", "ports and sockets", "install with pip",
              "port forwarding for the server", "nothing relevant here"]
@@ -112,3 +134,120 @@ def test_lexical_scores_equal_bm25s(tmp_path):
         assert np.allclose(ours.scores(tokenize(query)), expected)
     mask = np.array([0, 1, 1, 1, 1], dtype=np.float32)
     assert [row for row, _ in ours.search("server port", 5, mask)] == [3, 1]
+
+
+def test_bm25_stems_and_splits_identifiers():
+    assert tokenize("Running the pumps") == tokenize("run pump")
+    assert "token" in tokenize("set max_tokens")  # the identifier's parts count too
+    index = LexicalIndex.build(["the pump is running", "configure max_tokens here",
+                                "nothing relevant"])
+    assert [row for row, _ in index.search("runs pumps", 3)] == [0]
+    assert [row for row, _ in index.search("tokens", 3)] == [1]
+
+
+def _chunk(row: int, text: str, heading: str | None) -> Chunk:
+    return Chunk(f"{row:016x}", "s", "a.md", text, row + 1, row + 1, heading)
+
+
+def test_heading_words_are_searchable_and_can_weigh_more():
+    chunks = [_chunk(0, "maintenance schedule for the intake valves", None),
+              _chunk(1, "the glacier intake valves schedule", None),
+              _chunk(2, "maintenance schedule for the intake valves", "Glacier")]
+    once = LexicalIndex.from_chunks(chunks, heading_weight=1)
+    assert {row for row, _ in once.search("glacier", 3)} == {1, 2}
+    twice = LexicalIndex.from_chunks(chunks, heading_weight=2)
+    assert [row for row, _ in twice.search("glacier", 3)] == [2, 1]
+
+
+def test_an_index_from_another_analyzer_asks_for_reindexing(tmp_path):
+    LexicalIndex.build(["some text"]).save(tmp_path / "v" / "lexical")
+    meta = tmp_path / "v" / "lexical" / "lexical.json"
+    meta.write_text('{"size": 1}')
+    with pytest.raises(IndexingError, match="run `rag index`"):
+        LexicalIndex.load(tmp_path / "v" / "lexical")
+
+
+PUMPS = """# Guide
+
+## Glacier pumps
+
+Glacier pumps move meltwater uphill. Each pump has a pressure gauge and a
+relief valve that opens when the pressure rises above the limit.
+\t
+Pressure drops when a glacier pump runs dry; the gauge then reads zero and
+the relief valve closes again until the meltwater returns.
+
+Restart a glacier pump by priming it with water, then watch the pressure
+gauge climb back into the green band before opening the outlet.
+
+## Weather
+
+Snow and wind reports come from the ridge station every hour.
+"""
+
+
+@pytest.fixture
+def pumps(tmp_path, embedder):
+    """An index of one file whose 'Glacier pumps' section is three chunks."""
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "pumps.md").write_text(PUMPS)
+    settings = Settings(chunking=ChunkingSettings(max_tokens=30, min_tokens=0))
+    build_index(docs, tmp_path / "index", settings, embedder)
+    version = store.load(tmp_path / "index")
+    section = [c for c in version.chunks if c.heading == "Guide > Glacier pumps"]
+    assert len(section) == 3  # the fixture is what the tests below rely on
+    return docs, version, embedder
+
+
+def _file_lines(docs, hit):
+    lines = (docs / hit.chunk.source_path).read_text().split("\n")
+    return "\n".join(lines[hit.chunk.start_line - 1:hit.chunk.end_line])
+
+
+@pytest.mark.parametrize("limit", [1, 2, 3])
+def test_adjacent_chunks_of_a_section_merge_into_one_place(pumps, limit):
+    docs, version, embedder = pumps
+    retriever = Retriever(version, embedder, RetrievalSettings(section_chunks=limit))
+    hits = retriever.search("glacier pump pressure gauge relief valve", mode="lexical", k=3)
+    ids = {c.chunk_id for c in version.chunks}
+    places = [(h.chunk.source_path, h.chunk.heading) for h in hits]
+    pump_hits = [h for h in hits if h.chunk.heading == "Guide > Glacier pumps"]
+    # the section is one place when it fits the limit, otherwise pieces of at most `limit`
+    assert len(pump_hits) == -(-3 // limit)
+    assert len(places) == len(hits)
+    for hit in hits:
+        assert hit.chunk.text == _file_lines(docs, hit)  # the contract's invariant
+        assert hit.chunk.chunk_id in ids  # a real chunk of the index...
+        assert hit.chunk.chunk_id in hit.to_dict()["chunk_ids"]  # ...inside the hit
+        assert set(hit.to_dict()["chunk_ids"]) <= ids
+        assert len(hit.to_dict()["chunk_ids"]) <= limit
+    if limit == 3:
+        top = pump_hits[0]
+        assert "\t" in top.chunk.text  # the whitespace-only line between chunks, as in the file
+        assert (top.chunk.start_line, top.chunk.end_line) == (3, 12)
+
+
+def test_a_changed_file_leaves_its_chunks_unmerged(pumps):
+    docs, version, embedder = pumps
+    # the middle chunk changes: no merged range would match the file any more
+    (docs / "pumps.md").write_text(PUMPS.replace("runs dry", "is running dry"))
+    retriever = Retriever(version, embedder, RetrievalSettings(section_chunks=3))
+    hits = retriever.search("glacier pump pressure gauge", mode="lexical", k=3)
+    assert hits and all(len(h.to_dict()["chunk_ids"]) == 1 for h in hits)
+    assert {h.chunk.text for h in hits} <= {c.text for c in version.chunks}
+
+
+def test_a_chunk_the_user_may_not_see_is_never_merged_in(pumps):
+    _docs, version, embedder = pumps
+    retriever = Retriever(version, embedder, RetrievalSettings(section_chunks=3))
+    rows = [i for i, c in enumerate(version.chunks) if c.heading == "Guide > Glacier pumps"]
+    mask = np.ones(len(version.chunks), dtype=np.float32)
+    mask[rows[1]] = 0  # the middle chunk is hidden from this user
+    filt = _Filter(mask, None, len(version.chunks) - 1)
+    hits = retriever.places([(rows[0], 1.0), (rows[2], 0.9)], 5, filt)
+    assert [h.to_dict()["chunk_ids"] for h in hits] == [
+        [version.chunks[rows[0]].chunk_id], [version.chunks[rows[2]].chunk_id]]
+    everyone = retriever.places([(rows[0], 1.0), (rows[2], 0.9)], 5,
+                                retriever.filter_for(frozenset()))
+    assert len(everyone) == 1 and len(everyone[0].chunk_ids) == 3
