@@ -141,8 +141,8 @@ VECTORS = {
 LEXICAL = {
     "lexical.json missing": _remove("lexical/lexical.json"),
     "lexical.json a list": _write("lexical/lexical.json", b"[]"),
-    "lexical.json wrong row count": _edit_json("lexical/lexical.json", lambda d: {"size": 3}),
-    "lexical.json size as text": _edit_json("lexical/lexical.json", lambda d: {"size": "9"}),
+    "lexical.json wrong row count": _edit_json("lexical/lexical.json", lambda d: {**d, "size": 3}),
+    "lexical.json size as text": _edit_json("lexical/lexical.json", lambda d: {**d, "size": "9"}),
     "vocab missing": _remove("lexical/vocab.index.json"),
     "vocab a list": _write("lexical/vocab.index.json", b"[1, 2]"),
     "vocab truncated": _truncate("lexical/vocab.index.json"),
