@@ -166,6 +166,11 @@ def build_index(
     progress: Progress | None = None,
 ) -> IndexReport:
     """Bring the index at index_root up to date with docs_root; returns what changed."""
+    if settings.store.kind == "postgres":  # one shared index in a database (rag/stores)
+        from rag.stores.pg_writer import build_index as build_in_database
+
+        return build_in_database(docs_root, settings, embedder, rebuild=rebuild,
+                                 progress=progress)
     started = time.perf_counter()
     if not docs_root.is_dir():
         raise IndexingError(f"docs folder {docs_root} does not exist or is not a folder")

@@ -16,6 +16,7 @@ from rag.embedding import Embedder
 from rag.errors import RetrievalError
 from rag.records import Chunk, SearchHit
 from rag.store import IndexVersion, faiss_id
+from rag.stores import searches_itself
 
 MODES = ("dense", "lexical", "hybrid")
 
@@ -30,6 +31,7 @@ class _Filter:
     rows: np.ndarray | None  # 0/1 mask over rows for BM25; None = everything visible
     selector: object | None  # FAISS id selector; None = everything visible
     count: int
+    groups: frozenset[str] = frozenset()  # for an index that filters in its own searches
 
 
 class Retriever:
@@ -99,6 +101,8 @@ class Retriever:
 
         vector = self.embed_query(query) if vector is None else vector
         k = min(k, filt.count)
+        if searches_itself(self.index):
+            return self.index.dense(vector[0], k, filt.groups)
         if self.index_settings.kind == "hnsw":
             params = faiss.SearchParametersHNSW(  # type: ignore[attr-defined]
                 efSearch=max(self.index_settings.hnsw_ef_search, k))
@@ -116,12 +120,17 @@ class Retriever:
         return out
 
     def lexical(self, query: str, k: int, filt: _Filter) -> list[tuple[int, float]]:
+        if searches_itself(self.index):
+            return self.index.lexical(query, min(k, filt.count), filt.groups)
         return self.index.lexical.search(query, min(k, filt.count), filt.rows)
 
     def _filter(self, groups: frozenset[str]) -> _Filter:
         cached = self._filters.get(groups)
         if cached is not None:
             return cached
+        if searches_itself(self.index):
+            self._filters[groups] = _Filter(None, None, self.index.visible_count(groups), groups)
+            return self._filters[groups]
         import faiss
 
         chunks = self.index.chunks

@@ -29,6 +29,7 @@ from rag.config import Settings
 from rag.embedding import Embedder
 from rag.pipeline import Pipeline
 from rag.records import Answer
+from rag.stores import is_stale
 from rag.verification import quote_lines
 
 log = logging.getLogger("rag.server")
@@ -242,14 +243,29 @@ class ServerState:
             settings.embedding, threads=settings.embedding.query_threads)
         self.shared = SharedGenerator(settings, generator or settings.generation.generator)
         self.reindex_lock = threading.Lock()
+        self._reload_lock = threading.Lock()
         self.pipeline = self.load()
+
+    @property
+    def pipeline(self) -> ServedPipeline:
+        """The live pipeline; reloaded once another process made a shared index newer."""
+        pipeline = self._pipeline
+        if is_stale(pipeline.retriever.index):
+            with self._reload_lock:
+                if self._pipeline is pipeline:
+                    self._pipeline = self.load()
+        return self._pipeline
+
+    @pipeline.setter
+    def pipeline(self, pipeline: ServedPipeline) -> None:
+        self._pipeline = pipeline
 
     def load(self) -> ServedPipeline:
         """Load the live version completely (BM25 included) before anyone can see it."""
-        from rag import store
         from rag.retrieval import Retriever
+        from rag.stores import open_index
 
-        version = store.load(self.index_root)
+        version = open_index(self.index_root, self.settings)
         _ = version.lexical  # the files of an old version may be collected later
         retriever = Retriever(version, self.embedder, self.settings.retrieval,
                               self.settings.index)
