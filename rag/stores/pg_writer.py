@@ -217,3 +217,34 @@ def _collect_garbage(conn: Any) -> None:
                      "(SELECT 1 FROM rag_chunks c WHERE c.content_hash = e.content_hash)")
         conn.execute("DELETE FROM rag_terms t WHERE NOT EXISTS "
                      "(SELECT 1 FROM rag_chunks c WHERE c.content_hash = t.content_hash)")
+
+
+def import_vectors(settings: Settings, folder: Any) -> int:
+    """Copy a folder index's vectors into the database, keyed by the hash of their text, so
+    moving an index to PostgreSQL embeds nothing again. ``folder`` is a loaded IndexVersion;
+    returns how many vectors were added."""
+    from pgvector.psycopg import register_vector
+
+    from rag.store import faiss_id, reconstruct
+
+    dsn = settings.store.dsn
+    conn = connect(dsn, vectors=False)
+    try:
+        with writer_lock(conn, dsn):
+            conn.execute(SCHEMA.format(dim=int(folder.manifest.dimension)))
+            conn.commit()
+            register_vector(conn)
+            by_hash = {_hash(embed_text(c).encode("utf-8")): c for c in folder.chunks}
+            todo = [h for h in by_hash if h not in _existing(conn, "rag_vectors", list(by_hash))]
+            for start in range(0, len(todo), BATCH):
+                part = todo[start:start + BATCH]
+                matrix = reconstruct(folder.vectors, [faiss_id(by_hash[h].chunk_id) for h in part])
+                with conn.transaction(), conn.cursor().copy(
+                        "COPY rag_vectors (content_hash, embedding) FROM STDIN "
+                        "WITH (FORMAT BINARY)") as copy:
+                    copy.set_types(["text", "vector"])
+                    for h, vector in zip(part, matrix):
+                        copy.write_row((h, vector))
+    finally:
+        conn.close()
+    return len(todo)
