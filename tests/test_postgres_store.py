@@ -41,12 +41,15 @@ def run_sql(dsn: str, sql: str, params: tuple = ()) -> list[tuple]:
         return cur.fetchall() if cur.description else []
 
 
-def test_both_stores_rank_alike(docs, tmp_path, pg_dsn, embedder):
+@pytest.mark.parametrize("kind", ["flat", "hnsw"])
+def test_both_stores_rank_alike(docs, tmp_path, pg_dsn, embedder, kind):
     """Same chunks, same BM25 scores, same dense scores, same visibility."""
-    build_index(docs, tmp_path / "index", Settings(), embedder)
-    build_index(docs, UNUSED, pg_settings(pg_dsn), embedder)
-    folder = open_retriever(tmp_path / "index", Settings(), embedder)
-    database = open_retriever(UNUSED, pg_settings(pg_dsn), embedder)
+    folder_settings, database_settings = Settings(), pg_settings(pg_dsn)
+    folder_settings.index.kind = database_settings.index.kind = kind
+    build_index(docs, tmp_path / "index", folder_settings, embedder)
+    build_index(docs, UNUSED, database_settings, embedder)
+    folder = open_retriever(tmp_path / "index", folder_settings, embedder)
+    database = open_retriever(UNUSED, database_settings, embedder)
     assert len(database.index.chunks) == len(folder.index.chunks)
     for query in QUERIES:
         for groups in GROUPS:

@@ -5,7 +5,9 @@
 * ``rag_chunks``: the chunks of every kept version (``pos`` is the row number within its
   version), with visibility groups as ``text[]``. Row-level security hides restricted
   chunks from a reader role unless the transaction set ``rag.groups`` to one of their groups.
-* ``rag_vectors``: one vector per distinct embedded text (sha256), HNSW cosine index.
+* ``rag_vectors``: one vector per distinct embedded text (sha256), HNSW cosine index
+  (built with index.hnsw_m and index.hnsw_ef_construction: pgvector's defaults, 16 and 64,
+  missed the three nearest chunks of a dev-set question at ef_search 256; 32 and 200 did not).
   Content-addressed, so any version, or any worker, reuses what was embedded once.
 * ``rag_terms``: term frequencies per distinct embedded text (tokenised in Python by
   ``rag.lexical.tokenize``, the same words bm25s sees); ``rag_df``: document frequencies per
@@ -43,7 +45,7 @@ CREATE TABLE IF NOT EXISTS rag_vectors (
     embedding vector({dim}) NOT NULL
 );
 CREATE INDEX IF NOT EXISTS rag_vectors_hnsw ON rag_vectors
-    USING hnsw (embedding vector_cosine_ops);
+    USING hnsw (embedding vector_cosine_ops) WITH (m = {m}, ef_construction = {efc});
 CREATE TABLE IF NOT EXISTS rag_terms (
     term text NOT NULL,
     content_hash text NOT NULL,
@@ -168,3 +170,9 @@ def pool(dsn: str) -> Pool:
         if dsn not in _pools:
             _pools[dsn] = Pool(dsn)
         return _pools[dsn]
+
+
+def schema_sql(dimension: int, settings: Any) -> str:
+    """The DDL above for this embedding dimension and these HNSW settings."""
+    return SCHEMA.format(dim=int(dimension), m=int(settings.index.hnsw_m),
+                         efc=int(settings.index.hnsw_ef_construction))

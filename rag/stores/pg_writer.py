@@ -36,7 +36,7 @@ from rag.indexing import (
 )
 from rag.records import Chunk
 from rag.store import Manifest, _crash_point
-from rag.stores.pg_schema import ADVISORY_KEY, SCHEMA, connect, where
+from rag.stores.pg_schema import ADVISORY_KEY, connect, schema_sql, where
 from rag.stores.postgres import terms
 
 KEEP_VERSIONS = 3  # the current one and two before it, for servers still pinned to them
@@ -80,7 +80,7 @@ def build_index(
     conn = connect(dsn, vectors=False)
     try:
         with writer_lock(conn, dsn):
-            conn.execute(SCHEMA.format(dim=int(embedder.dimension)))
+            conn.execute(schema_sql(embedder.dimension, settings))
             conn.commit()
             from pgvector.psycopg import register_vector
 
@@ -231,7 +231,7 @@ def import_vectors(settings: Settings, folder: Any) -> int:
     conn = connect(dsn, vectors=False)
     try:
         with writer_lock(conn, dsn):
-            conn.execute(SCHEMA.format(dim=int(folder.manifest.dimension)))
+            conn.execute(schema_sql(folder.manifest.dimension, settings))
             conn.commit()
             register_vector(conn)
             by_hash = {_hash(embed_text(c).encode("utf-8")): c for c in folder.chunks}

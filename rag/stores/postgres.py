@@ -74,7 +74,7 @@ class PostgresIndex:
     """One version of the shared index (implements rag.stores.SearchableIndex)."""
 
     def __init__(self, connections: Pool, version_id: int, name: str, manifest: Manifest,
-                 count: int, ef_search: int) -> None:
+                 count: int, ef_search: int, exact: bool) -> None:
         self.pool = connections
         self.version_id = version_id
         self.name = name
@@ -82,6 +82,7 @@ class PostgresIndex:
         self.manifest = manifest
         self.chunks = Rows(count)
         self.ef_search = ef_search
+        self.exact = exact  # index.kind "flat": exact search, like the folder store's
         self._counts: dict[frozenset[str], int] = {}
         self._checked = time.monotonic()
         self._lock = threading.Lock()
@@ -101,7 +102,7 @@ class PostgresIndex:
                 "RAG_STORE__KIND=postgres")
         manifest = Manifest.from_dict(row[2])
         return cls(connections, int(row[0]), str(row[1]), manifest, int(row[3]),
-                   settings.index.hnsw_ef_search)
+                   settings.index.hnsw_ef_search, settings.index.kind == "flat")
 
     def _run(self, sql: str, params: dict[str, Any], groups: frozenset[str],
              exact: bool = False) -> list[tuple[Any, ...]]:
@@ -131,19 +132,20 @@ class PostgresIndex:
         return self._counts[groups]
 
     def dense(self, vector: np.ndarray, k: int, groups: frozenset[str]) -> list[tuple[int, float]]:
-        """HNSW candidates joined to this version's visible chunks; exact when too few."""
+        """Exact for index.kind "flat"; for "hnsw", HNSW candidates joined to this version's
+        visible chunks, and exact when too few of them are visible."""
         if k <= 0:
             return []
         vector = np.asarray(vector, dtype=np.float32).reshape(-1)
         pool_size = max(k, min(1000, self.ef_search))
-        rows = self._run(
+        rows = [] if self.exact else self._run(
             "WITH near AS MATERIALIZED (SELECT content_hash, embedding <=> %(q)s AS dist "
             "FROM rag_vectors ORDER BY embedding <=> %(q)s LIMIT %(pool)s) "
             f"SELECT {CHUNK_COLUMNS}, 1 - near.dist FROM near "
             "JOIN rag_chunks c ON c.content_hash = near.content_hash AND c.version_id = %(v)s "
             f"WHERE {VISIBLE} ORDER BY near.dist, c.pos LIMIT %(k)s",
             {"q": vector, "pool": pool_size, "k": k}, groups)
-        if len(rows) < min(k, self.visible_count(groups)):
+        if self.exact or len(rows) < min(k, self.visible_count(groups)):
             # Visible chunks were rare among the nearest vectors: scan them all instead.
             rows = self._run(
                 f"SELECT {CHUNK_COLUMNS}, 1 - (e.embedding <=> %(q)s) AS score "
