@@ -15,6 +15,7 @@ import argparse
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -45,6 +46,7 @@ def main() -> int:
     ap.add_argument("--tolerance", type=float, default=0.02)
     ap.add_argument("--out", type=Path, default=REPO / "reports")
     args = ap.parse_args()
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # still stop PostgreSQL
 
     from rag import store
     from rag.config import load_settings
