@@ -233,6 +233,9 @@ def _collect_garbage(conn: Any) -> None:
                      "(SELECT 1 FROM rag_chunks c WHERE c.content_hash = e.content_hash)")
         conn.execute("DELETE FROM rag_terms t WHERE NOT EXISTS "
                      "(SELECT 1 FROM rag_chunks c WHERE c.content_hash = t.content_hash)")
+    # Fresh statistics: on new tables the planner otherwise guesses (seq scans, numeric sorts).
+    conn.execute("ANALYZE rag_versions, rag_chunks, rag_vectors, rag_terms, rag_df")
+    conn.commit()
 
 
 def import_vectors(settings: Settings, folder: Any) -> int:

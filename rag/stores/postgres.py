@@ -32,6 +32,8 @@ K1, B = 1.5, 0.75  # bm25s defaults (Lucene BM25), so scores equal the folder st
 CHUNK_COLUMNS = ("c.pos, c.chunk_id, c.source_id, c.source_path, c.text, c.start_line, "
                  "c.end_line, c.heading, c.visibility")
 VISIBLE = "(c.visibility = '{}' OR c.visibility && %(groups)s::text[])"
+# Rank on narrow rows first, then read the k chunks' columns (text included) once.
+WITH_CHUNK = "JOIN rag_chunks c ON c.version_id = %(v)s AND c.pos = top.pos"
 
 
 def terms(text: str) -> list[str]:
@@ -140,18 +142,20 @@ class PostgresIndex:
         pool_size = max(k, min(1000, self.ef_search))
         rows = [] if self.exact else self._run(
             "WITH near AS MATERIALIZED (SELECT content_hash, embedding <=> %(q)s AS dist "
-            "FROM rag_vectors ORDER BY embedding <=> %(q)s LIMIT %(pool)s) "
-            f"SELECT {CHUNK_COLUMNS}, 1 - near.dist FROM near "
-            "JOIN rag_chunks c ON c.content_hash = near.content_hash AND c.version_id = %(v)s "
-            f"WHERE {VISIBLE} ORDER BY near.dist, c.pos LIMIT %(k)s",
+            "FROM rag_vectors ORDER BY embedding <=> %(q)s LIMIT %(pool)s), "
+            "top AS (SELECT c.pos, near.dist FROM near JOIN rag_chunks c "
+            "ON c.content_hash = near.content_hash AND c.version_id = %(v)s "
+            f"WHERE {VISIBLE} ORDER BY near.dist, c.pos LIMIT %(k)s) "
+            f"SELECT {CHUNK_COLUMNS}, 1 - top.dist FROM top {WITH_CHUNK} ORDER BY top.dist, c.pos",
             {"q": vector, "pool": pool_size, "k": k}, groups)
         if self.exact or len(rows) < min(k, self.visible_count(groups)):
-            # Visible chunks were rare among the nearest vectors: scan them all instead.
+            # Exact search (or visible chunks were rare among the nearest vectors).
             rows = self._run(
-                f"SELECT {CHUNK_COLUMNS}, 1 - (e.embedding <=> %(q)s) AS score "
+                "WITH top AS (SELECT c.pos, e.embedding <=> %(q)s AS dist "
                 "FROM rag_chunks c JOIN rag_vectors e ON e.content_hash = c.content_hash "
-                f"WHERE c.version_id = %(v)s AND {VISIBLE} "
-                "ORDER BY e.embedding <=> %(q)s, c.pos LIMIT %(k)s",
+                f"WHERE c.version_id = %(v)s AND {VISIBLE} ORDER BY dist, c.pos LIMIT %(k)s) "
+                f"SELECT {CHUNK_COLUMNS}, 1 - top.dist FROM top {WITH_CHUNK} "
+                "ORDER BY top.dist, c.pos",
                 {"q": vector, "k": k}, groups, exact=True)
         return self._ranked(rows)
 
@@ -161,16 +165,17 @@ class PostgresIndex:
         if not counts or k <= 0:
             return []
         rows = self._run(
-            f"SELECT {CHUNK_COLUMNS}, sum(q.n * ln(1 + (v.chunks - d.df + 0.5) / (d.df + 0.5))"
-            f" * t.tf / (t.tf + {K1} * (1 - {B} + {B} * c.length / v.avg_len))) AS score "
+            "WITH top AS (SELECT c.pos, sum(q.n * ln(1 + (v.chunks - d.df + 0.5::float8) "
+            f"/ (d.df + 0.5::float8)) * t.tf / (t.tf + {K1}::float8 * (1 - {B}::float8 + "
+            f"{B}::float8 * c.length / v.avg_len))) AS score "
             "FROM unnest(%(terms)s::text[], %(n)s::int[]) AS q(term, n) "
             "JOIN rag_df d ON d.version_id = %(v)s AND d.term = q.term "
             "JOIN rag_terms t ON t.term = q.term "
             "JOIN rag_chunks c ON c.content_hash = t.content_hash AND c.version_id = %(v)s "
             "JOIN rag_versions v ON v.id = c.version_id "
-            f"WHERE {VISIBLE} GROUP BY c.pos, c.chunk_id, c.source_id, c.source_path, c.text, "
-            "c.start_line, c.end_line, c.heading, c.visibility "
-            "ORDER BY score DESC, c.pos LIMIT %(k)s",
+            f"WHERE {VISIBLE} GROUP BY c.pos ORDER BY score DESC, c.pos LIMIT %(k)s) "
+            f"SELECT {CHUNK_COLUMNS}, top.score FROM top {WITH_CHUNK} "
+            "ORDER BY top.score DESC, c.pos",
             {"terms": list(counts), "n": list(counts.values()), "k": k}, groups)
         return [(row, score) for row, score in self._ranked(rows) if score > 0]
 
