@@ -174,5 +174,6 @@ def pool(dsn: str) -> Pool:
 
 def schema_sql(dimension: int, settings: Any) -> str:
     """The DDL above for this embedding dimension and these HNSW settings."""
-    return SCHEMA.format(dim=int(dimension), m=int(settings.index.hnsw_m),
-                         efc=int(settings.index.hnsw_ef_construction))
+    m = int(settings.index.hnsw_m)  # pgvector wants ef_construction >= 2 * m
+    return SCHEMA.format(dim=int(dimension), m=m,
+                         efc=max(int(settings.index.hnsw_ef_construction), 2 * m))

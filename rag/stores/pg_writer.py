@@ -132,8 +132,8 @@ def _build(conn: Any, docs_root: Path, settings: Settings, embedder: Embedder, r
 
 @contextmanager
 def _bulk_load(conn: Any, settings: Settings, dimension: int) -> Iterator[None]:
-    """Into an empty table, load vectors first and build the HNSW graph once afterwards:
-    measured 6 s for the 3,516 FastAPI vectors, against 70 s inserting them one by one."""
+    """Into an empty table, load vectors first and build the HNSW graph once afterwards
+    (scripts/store_parity.py, which loads the 3,516 FastAPI vectors: 2.5 min -> 1.1 min)."""
     empty = not conn.execute("SELECT EXISTS (SELECT 1 FROM rag_vectors)").fetchone()[0]
     if empty:
         conn.execute("DROP INDEX IF EXISTS rag_vectors_hnsw")
