@@ -232,6 +232,8 @@ class ServedPipeline(Pipeline):
 class ServerState:
     """What the app holds: settings, the embedder, and the live pipeline reference."""
 
+    _pipeline: ServedPipeline
+
     def __init__(self, index: Path, settings: Settings, docs: Path, generator: str | None,
                  embedder: Embedder | None) -> None:
         from rag.embedding import make_embedder

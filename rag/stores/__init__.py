@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypeGuard
 
 import numpy as np
 
@@ -45,7 +45,7 @@ class SearchableIndex(Protocol):
         ...
 
 
-def searches_itself(index: object) -> bool:
+def searches_itself(index: object) -> TypeGuard[SearchableIndex]:
     """Whether the index runs its own searches (checked on the type: no property is read)."""
     return callable(getattr(type(index), "visible_count", None))
 
