@@ -189,3 +189,22 @@ def test_killed_indexer_leaves_a_complete_version(docs, pg_dsn, embedder, crash_
     assert "added.md" in {h.chunk.source_path
                           for h in open_retriever(UNUSED, settings, embedder).search(
                               "brand new page about tides", k=50)}
+
+
+def test_hnsw_still_returns_k_visible_hits_when_the_nearest_are_hidden(docs, tmp_path, pg_dsn,
+                                                                       embedder):
+    """Candidates the visibility filter drops are made up for by an exact scan."""
+    folder_settings, database_settings = Settings(), pg_settings(pg_dsn)
+    database_settings.index.kind = "hnsw"
+    database_settings.index.hnsw_ef_search = 8  # as few candidates as k
+    build_index(docs, tmp_path / "index", folder_settings, embedder)
+    build_index(docs, UNUSED, database_settings, embedder)
+    folder = open_retriever(tmp_path / "index", folder_settings, embedder)
+    database = open_retriever(UNUSED, database_settings, embedder)
+    query = "staff runbook: rotate the admin token"
+    nearest = database.search(query, mode="dense", k=8, groups={"staff"})
+    assert any(h.chunk.visibility for h in nearest)  # restricted chunks are among the nearest
+    got = database.search(query, mode="dense", k=8)
+    want = folder.search(query, mode="dense", k=8)
+    assert len(got) == 8 and not any(h.chunk.visibility for h in got)
+    assert [round(h.score, 4) for h in got] == [round(h.score, 4) for h in want]
