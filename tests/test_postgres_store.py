@@ -208,3 +208,19 @@ def test_hnsw_still_returns_k_visible_hits_when_the_nearest_are_hidden(docs, tmp
     want = folder.search(query, mode="dense", k=8)
     assert len(got) == 8 and not any(h.chunk.visibility for h in got)
     assert [round(h.score, 4) for h in got] == [round(h.score, 4) for h in want]
+
+
+def test_rebuild_re_embeds_everything_and_a_changed_model_asks_for_it(docs, pg_dsn, embedder):
+    from rag.embedding import FakeEmbedder
+
+    settings = pg_settings(pg_dsn)
+    first = build_index(docs, UNUSED, settings, embedder)
+    other = FakeEmbedder(name="another-model")
+    with pytest.raises(IndexingError, match="embedding_model .*rebuild with `rag index --rebuild`"):
+        build_index(docs, UNUSED, settings, other)
+    rebuilt = build_index(docs, UNUSED, settings, other, rebuild=True)
+    assert rebuilt.chunks_embedded == other.calls > 0 and rebuilt.chunks_reused == 0
+    assert rebuilt.chunks_total == first.chunks_total
+    hits = open_retriever(UNUSED, settings, other).search("admin token", k=3)
+    assert hits and open_retriever(UNUSED, settings, other).index.manifest.embedding_model == (
+        "another-model")
