@@ -224,3 +224,11 @@ def test_rebuild_re_embeds_everything_and_a_changed_model_asks_for_it(docs, pg_d
     hits = open_retriever(UNUSED, settings, other).search("admin token", k=3)
     assert hits and open_retriever(UNUSED, settings, other).index.manifest.embedding_model == (
         "another-model")
+
+
+def test_listing_every_chunk_is_refused_not_partial(docs, pg_dsn, embedder):
+    build_index(docs, UNUSED, pg_settings(pg_dsn), embedder)
+    index = open_retriever(UNUSED, pg_settings(pg_dsn), embedder).index
+    assert len(index.chunks) > 0
+    with pytest.raises(IndexingError, match="through its searches only"):
+        list(index.chunks)

@@ -60,7 +60,10 @@ class Rows(Sequence[Chunk]):
             raise IndexError(f"row {row} was not returned by a search of this version") from None
 
     def __iter__(self) -> Iterator[Chunk]:
-        raise TypeError("the chunks of a database index are read through its searches")
+        # A reader role cannot see every row (row-level security), so a listing would look
+        # complete while missing restricted chunks: refuse instead of failing open.
+        raise IndexingError("the postgres store hands out chunks through its searches only; "
+                            "this needs every chunk of the index (use the folder store)")
 
     def remember(self, record: tuple[Any, ...]) -> int:
         row = int(record[0])
