@@ -80,6 +80,17 @@ class IndexSettings(_Section):
     )
 
 
+class StoreSettings(_Section):
+    kind: Literal["faiss", "postgres"] = Field(
+        "faiss", description="faiss: an index folder (--index); postgres: one shared index in "
+        "PostgreSQL with pgvector, read by any number of servers (see README: Team set-up).",
+    )
+    dsn: str = Field(
+        "", description="libpq connection string for the postgres store, e.g. "
+        "postgresql://rag@db.example.com/rag; prefer RAG_STORE__DSN for passwords.",
+    )
+
+
 class RetrievalSettings(_Section):
     mode: Literal["dense", "lexical", "hybrid"] = Field(
         "hybrid", description="hybrid = dense and lexical fused (see fusion)."
@@ -258,6 +269,7 @@ class Settings(_Section):
     chunking: ChunkingSettings = ChunkingSettings()
     embedding: EmbeddingSettings = EmbeddingSettings()
     index: IndexSettings = IndexSettings()
+    store: StoreSettings = StoreSettings()
     retrieval: RetrievalSettings = RetrievalSettings()
     evidence: EvidenceSettings = EvidenceSettings()
     generation: GenerationSettings = GenerationSettings()

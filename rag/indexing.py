@@ -155,6 +155,11 @@ def build_index(
     progress: Progress | None = None,
 ) -> IndexReport:
     """Bring the index at index_root up to date with docs_root; returns what changed."""
+    if settings.store.kind == "postgres":  # one shared index in a database (rag/stores)
+        from rag.stores.pg_writer import build_index as build_in_database
+
+        return build_in_database(docs_root, settings, embedder, rebuild=rebuild,
+                                 progress=progress)
     started = time.perf_counter()
     if not docs_root.is_dir():
         raise IndexingError(f"docs folder {docs_root} does not exist or is not a folder")
@@ -166,13 +171,7 @@ def build_index(
             raise IndexingError(
                 f"index {index_root}: {problems[0]}; rebuild with `rag index --rebuild`"
             )
-        files, aliases, report.warnings = walk_sources(docs_root, settings.docs.extensions)
-        if not files:  # nothing written: an existing index stays as it was
-            raise IndexingError(f"docs folder {docs_root} has no Markdown files "
-                                f"({', '.join(settings.docs.extensions)}); nothing to index")
-        paths = [rel for rel, _ in files] + [a for links in aliases.values() for a in links]
-        report.warnings += unmatched_patterns(paths, settings)
-        chunks, manifest_files = _chunk_files(files, aliases, old, settings, embedder, report)
+        chunks, manifest_files = chunk_folder(docs_root, old, settings, embedder, report)
         vectors = _update_vectors(chunks, old, settings, embedder, report, progress)
         from rag.lexical import LexicalIndex
 
@@ -183,6 +182,24 @@ def build_index(
     report.chunks_total = len(chunks)
     report.seconds = time.perf_counter() - started
     return report
+
+
+def chunk_folder(
+    docs_root: Path,
+    old: store.IndexVersion | None,
+    settings: Settings,
+    embedder: Embedder,
+    report: IndexReport,
+) -> tuple[list[Chunk], dict[str, store.FileEntry]]:
+    """Walk the docs folder and chunk what changed since ``old`` (any store's version with
+    a manifest and chunks); IndexingError, with nothing written, when it holds no Markdown."""
+    files, aliases, report.warnings = walk_sources(docs_root, settings.docs.extensions)
+    if not files:  # nothing written: an existing index stays as it was
+        raise IndexingError(f"docs folder {docs_root} has no Markdown files "
+                            f"({', '.join(settings.docs.extensions)}); nothing to index")
+    paths = [rel for rel, _ in files] + [a for links in aliases.values() for a in links]
+    report.warnings += unmatched_patterns(paths, settings)
+    return _chunk_files(files, aliases, old, settings, embedder, report)
 
 
 def _chunk_files(

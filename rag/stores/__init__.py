@@ -1,0 +1,67 @@
+"""Where an index lives: a folder of files (FAISS + bm25s, rag/store.py) or a database.
+
+``[store] kind`` picks one. The folder store is searched by the Retriever itself. A store that
+lives in a database searches itself: it filters visibility inside its own queries and hands
+back ``(row, score)`` pairs, rows being positions in its ``chunks``. That is the one small
+interface below; a loaded folder index (``rag.store.IndexVersion``) does not implement it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol, TypeGuard
+
+import numpy as np
+
+from rag.records import Chunk
+
+if TYPE_CHECKING:
+    from rag.config import Settings
+    from rag.store import Manifest
+
+
+class SearchableIndex(Protocol):
+    """One loaded, read-only index version that runs its own searches."""
+
+    path: Path  # path.name is the version name shown to clients
+    manifest: Manifest
+    chunks: Sequence[Chunk]  # rows returned by dense() and lexical() index into this
+
+    def visible_count(self, groups: frozenset[str]) -> int:
+        """How many chunks these groups may see."""
+        ...
+
+    def dense(self, vector: np.ndarray, k: int, groups: frozenset[str]) -> list[tuple[int, float]]:
+        """Best k visible rows by cosine similarity to the (normalised) query vector."""
+        ...
+
+    def lexical(self, query: str, k: int, groups: frozenset[str]) -> list[tuple[int, float]]:
+        """Best k visible rows by BM25, only rows with a positive score."""
+        ...
+
+    def stale(self) -> bool:
+        """True once another process made a newer version current."""
+        ...
+
+
+def searches_itself(index: object) -> TypeGuard[SearchableIndex]:
+    """Whether the index runs its own searches (checked on the type: no property is read)."""
+    return callable(getattr(type(index), "visible_count", None))
+
+
+def is_stale(index: object) -> bool:
+    """A shared index another process has moved on from; a folder index never says so."""
+    stale = getattr(type(index), "stale", None)
+    return bool(callable(stale) and index.stale())  # type: ignore[attr-defined]
+
+
+def open_index(index_root: Path, settings: Settings) -> Any:
+    """The live version of the configured store (``index_root`` is the folder store's)."""
+    if settings.store.kind == "postgres":
+        from rag.stores.postgres import PostgresIndex
+
+        return PostgresIndex.open(settings.store.dsn, settings)
+    from rag import store
+
+    return store.load(index_root)

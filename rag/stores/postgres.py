@@ -1,0 +1,205 @@
+"""The PostgreSQL store, read side: one index version, searched inside the database.
+
+A loaded version is pinned by its id: every query of it names that id, so a request sees
+that version only, even while a writer makes a newer one current. A server notices the newer
+version through :meth:`PostgresIndex.stale` and loads it; kept versions stay readable until
+two more have been made current (see pg_writer.KEEP_VERSIONS).
+
+Visibility is filtered in every query (``visibility = '{}' OR visibility && groups``), and
+the row-level security policy of ``rag_chunks`` hides restricted rows from a reader role as a
+second wall (README: Team set-up).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import Counter
+from collections.abc import Iterator, Sequence
+from pathlib import PurePosixPath
+from typing import Any
+
+import numpy as np
+
+from rag.config import Settings
+from rag.errors import IndexingError, RetrievalError
+from rag.records import Chunk
+from rag.store import Manifest
+from rag.stores.pg_schema import Pool, pool, where
+
+STALE_CHECK_S = 1.0  # how often a server asks which version is current
+K1, B = 1.5, 0.75  # bm25s defaults (Lucene BM25), so scores equal the folder store's
+CHUNK_COLUMNS = ("c.pos, c.chunk_id, c.source_id, c.source_path, c.text, c.start_line, "
+                 "c.end_line, c.heading, c.visibility")
+VISIBLE = "(c.visibility = '{}' OR c.visibility && %(groups)s::text[])"
+# Rank on narrow rows first, then read the k chunks' columns (text included) once.
+WITH_CHUNK = "JOIN rag_chunks c ON c.version_id = %(v)s AND c.pos = top.pos"
+
+
+def terms(text: str) -> list[str]:
+    """The words BM25 counts: the folder store's tokenizer, so both stores rank alike."""
+    from rag.lexical import tokenize
+
+    return tokenize(text)
+
+
+class Rows(Sequence[Chunk]):
+    """The chunks of a version, fetched by the searches that return them."""
+
+    def __init__(self, count: int) -> None:
+        self._count = count
+        self._seen: dict[int, Chunk] = {}
+
+    def __len__(self) -> int:
+        return self._count
+
+    def __getitem__(self, row: int) -> Chunk:  # type: ignore[override]
+        try:
+            return self._seen[row]
+        except KeyError:
+            raise IndexError(f"row {row} was not returned by a search of this version") from None
+
+    def __iter__(self) -> Iterator[Chunk]:
+        # A reader role cannot see every row (row-level security), so a listing would look
+        # complete while missing restricted chunks: refuse instead of failing open.
+        raise IndexingError("the postgres store hands out chunks through its searches only; "
+                            "this needs every chunk of the index (use the folder store)")
+
+    def remember(self, record: tuple[Any, ...]) -> int:
+        row = int(record[0])
+        if row not in self._seen:
+            self._seen[row] = Chunk(
+                chunk_id=record[1], source_id=record[2], source_path=record[3], text=record[4],
+                start_line=int(record[5]), end_line=int(record[6]), heading=record[7],
+                visibility=tuple(record[8] or ()))
+        return row
+
+
+class PostgresIndex:
+    """One version of the shared index (implements rag.stores.SearchableIndex)."""
+
+    def __init__(self, connections: Pool, version_id: int, name: str, manifest: Manifest,
+                 count: int, ef_search: int, exact: bool) -> None:
+        self.pool = connections
+        self.version_id = version_id
+        self.name = name
+        self.path = PurePosixPath("postgres") / name  # type: ignore[assignment]
+        self.manifest = manifest
+        self.chunks = Rows(count)
+        self.ef_search = ef_search
+        self.exact = exact  # index.kind "flat": exact search, like the folder store's
+        self._counts: dict[frozenset[str], int] = {}
+        self._checked = time.monotonic()
+        self._lock = threading.Lock()
+
+    @classmethod
+    def open(cls, dsn: str, settings: Settings) -> PostgresIndex:
+        """The current version, or one clear line saying there is none."""
+        connections = pool(dsn)
+        with connections.connection() as conn:
+            row = conn.execute(
+                "SELECT id, name, manifest - 'files', chunks FROM rag_versions "
+                "WHERE is_current").fetchone() if _has_tables(conn) else None
+            conn.commit()
+        if row is None:
+            raise IndexingError(
+                f"no index in {where(dsn)}: build it with `rag index DOCS_DIR` and "
+                "RAG_STORE__KIND=postgres")
+        manifest = Manifest.from_dict(row[2])
+        return cls(connections, int(row[0]), str(row[1]), manifest, int(row[3]),
+                   settings.index.hnsw_ef_search, settings.index.kind == "flat")
+
+    def _run(self, sql: str, params: dict[str, Any], groups: frozenset[str],
+             exact: bool = False) -> list[tuple[Any, ...]]:
+        """One query in its own transaction, with the groups set for row-level security."""
+        import psycopg
+
+        try:
+            with self.pool.connection() as conn, conn.transaction():
+                conn.execute(
+                    "SELECT set_config('rag.groups', %s, true), "
+                    "set_config('hnsw.ef_search', %s, true), "
+                    "set_config('enable_indexscan', %s, true)",
+                    (",".join(sorted(groups)), str(min(1000, self.ef_search)),
+                     "off" if exact else "on"))
+                rows = conn.execute(sql, {**params, "v": self.version_id,
+                                          "groups": sorted(groups)}).fetchall()
+        except psycopg.Error as exc:
+            first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+            raise RetrievalError(f"index database query failed: {first}") from None
+        return list(rows)
+
+    def visible_count(self, groups: frozenset[str]) -> int:
+        if groups not in self._counts:
+            rows = self._run(f"SELECT count(*) FROM rag_chunks c WHERE c.version_id = %(v)s "
+                             f"AND {VISIBLE}", {}, groups)
+            self._counts[groups] = int(rows[0][0])
+        return self._counts[groups]
+
+    def dense(self, vector: np.ndarray, k: int, groups: frozenset[str]) -> list[tuple[int, float]]:
+        """Exact for index.kind "flat"; for "hnsw", HNSW candidates joined to this version's
+        visible chunks, and exact when too few of them are visible."""
+        if k <= 0:
+            return []
+        vector = np.asarray(vector, dtype=np.float32).reshape(-1)
+        pool_size = max(k, min(1000, self.ef_search))
+        rows = [] if self.exact else self._run(
+            "WITH near AS MATERIALIZED (SELECT content_hash, embedding <=> %(q)s AS dist "
+            "FROM rag_vectors ORDER BY embedding <=> %(q)s LIMIT %(pool)s), "
+            "top AS (SELECT c.pos, near.dist FROM near JOIN rag_chunks c "
+            "ON c.content_hash = near.content_hash AND c.version_id = %(v)s "
+            f"WHERE {VISIBLE} ORDER BY near.dist, c.pos LIMIT %(k)s) "
+            f"SELECT {CHUNK_COLUMNS}, 1 - top.dist FROM top {WITH_CHUNK} ORDER BY top.dist, c.pos",
+            {"q": vector, "pool": pool_size, "k": k}, groups)
+        if self.exact or len(rows) < min(k, self.visible_count(groups)):
+            # Exact search (or visible chunks were rare among the nearest vectors).
+            rows = self._run(
+                "WITH top AS (SELECT c.pos, e.embedding <=> %(q)s AS dist "
+                "FROM rag_chunks c JOIN rag_vectors e ON e.content_hash = c.content_hash "
+                f"WHERE c.version_id = %(v)s AND {VISIBLE} ORDER BY dist, c.pos LIMIT %(k)s) "
+                f"SELECT {CHUNK_COLUMNS}, 1 - top.dist FROM top {WITH_CHUNK} "
+                "ORDER BY top.dist, c.pos",
+                {"q": vector, "k": k}, groups, exact=True)
+        return self._ranked(rows)
+
+    def lexical(self, query: str, k: int, groups: frozenset[str]) -> list[tuple[int, float]]:
+        """BM25 (bm25s's Lucene formula) from term statistics, inside the database."""
+        counts = Counter(terms(query))
+        if not counts or k <= 0:
+            return []
+        rows = self._run(
+            "WITH top AS (SELECT c.pos, sum(q.n * ln(1 + (v.chunks - d.df + 0.5::float8) "
+            f"/ (d.df + 0.5::float8)) * t.tf / (t.tf + {K1}::float8 * (1 - {B}::float8 + "
+            f"{B}::float8 * c.length / v.avg_len))) AS score "
+            "FROM unnest(%(terms)s::text[], %(n)s::int[]) AS q(term, n) "
+            "JOIN rag_df d ON d.version_id = %(v)s AND d.term = q.term "
+            "JOIN rag_terms t ON t.term = q.term "
+            "JOIN rag_chunks c ON c.content_hash = t.content_hash AND c.version_id = %(v)s "
+            "JOIN rag_versions v ON v.id = c.version_id "
+            f"WHERE {VISIBLE} GROUP BY c.pos ORDER BY score DESC, c.pos LIMIT %(k)s) "
+            f"SELECT {CHUNK_COLUMNS}, top.score FROM top {WITH_CHUNK} "
+            "ORDER BY top.score DESC, c.pos",
+            {"terms": list(counts), "n": list(counts.values()), "k": k}, groups)
+        return [(row, score) for row, score in self._ranked(rows) if score > 0]
+
+    def _ranked(self, rows: list[tuple[Any, ...]]) -> list[tuple[int, float]]:
+        with self._lock:
+            return [(self.chunks.remember(r), float(r[-1])) for r in rows]
+
+    def stale(self) -> bool:
+        now = time.monotonic()
+        if now - self._checked < STALE_CHECK_S:
+            return False
+        self._checked = now
+        try:
+            with self.pool.connection() as conn:
+                row = conn.execute("SELECT id FROM rag_versions WHERE is_current").fetchone()
+                conn.commit()
+        except Exception:  # noqa: BLE001 - keep the pinned version; its queries will say why
+            return False
+        return row is not None and int(row[0]) != self.version_id
+
+
+def _has_tables(conn: Any) -> bool:
+    row = conn.execute("SELECT to_regclass('rag_versions') IS NOT NULL").fetchone()
+    return bool(row and row[0])

@@ -1,0 +1,234 @@
+"""The PostgreSQL store against a real PostgreSQL + pgvector (pgserver), fake embedder."""
+# ruff: noqa: F811 - the fixtures imported from tests.pg_server are arguments here
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from rag.config import Settings
+from rag.errors import IndexBusyError, IndexingError
+from rag.indexing import build_index
+from rag.pipeline import open_retriever
+from rag.stores import postgres
+from rag.stores.pg_schema import ADVISORY_KEY
+from tests.pg_server import pg_dsn, pg_server, with_database  # noqa: F401 - fixtures
+
+REPO = Path(__file__).resolve().parents[1]
+QUERIES = ("Which port does the HTTP API listen on by default?",
+           "How is the admin token rotated?", "install from source", "retention period",
+           "port already in use", "staff runbook")
+GROUPS = (frozenset(), frozenset({"staff"}))
+UNUSED = Path("unused-by-the-postgres-store")
+
+
+def pg_settings(dsn: str) -> Settings:
+    settings = Settings()
+    settings.store.kind = "postgres"
+    settings.store.dsn = dsn
+    return settings
+
+
+def run_sql(dsn: str, sql: str, params: tuple = ()) -> list[tuple]:
+    import psycopg
+
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        cur = conn.execute(sql, params)
+        return cur.fetchall() if cur.description else []
+
+
+@pytest.mark.parametrize("kind", ["flat", "hnsw"])
+def test_both_stores_rank_alike(docs, tmp_path, pg_dsn, embedder, kind):
+    """Same chunks, same BM25 scores, same dense scores, same visibility."""
+    folder_settings, database_settings = Settings(), pg_settings(pg_dsn)
+    folder_settings.index.kind = database_settings.index.kind = kind
+    build_index(docs, tmp_path / "index", folder_settings, embedder)
+    build_index(docs, UNUSED, database_settings, embedder)
+    folder = open_retriever(tmp_path / "index", folder_settings, embedder)
+    database = open_retriever(UNUSED, database_settings, embedder)
+    assert len(database.index.chunks) == len(folder.index.chunks)
+    for query in QUERIES:
+        for groups in GROUPS:
+            for mode in ("dense", "lexical"):
+                want = folder.search(query, mode=mode, groups=groups, k=5)
+                got = database.search(query, mode=mode, groups=groups, k=5)
+                assert [round(h.score, 4) for h in got] == [round(h.score, 4) for h in want]
+                if mode == "lexical":  # no ties among BM25 scores here: same order
+                    assert [h.chunk for h in got] == [h.chunk for h in want]
+                else:
+                    assert got[0].chunk == want[0].chunk
+
+
+def test_restricted_chunks_only_reach_their_groups(docs, pg_dsn, embedder):
+    build_index(docs, UNUSED, pg_settings(pg_dsn), embedder)
+    retriever = open_retriever(UNUSED, pg_settings(pg_dsn), embedder)
+    query = "staff runbook admin token rotation"
+    public = retriever.search(query, k=50, mode="hybrid")
+    staff = retriever.search(query, k=50, mode="hybrid", groups={"staff"})
+    assert public and all(not h.chunk.visibility for h in public)
+    assert any(h.chunk.source_path == "staff/runbook.md" for h in staff)
+    assert len(staff) > len(public)
+
+
+def test_row_level_security_hides_restricted_rows_from_a_reader_role(docs, pg_dsn, embedder):
+    """Even a query without the visibility filter sees only what rag.groups allows."""
+    build_index(docs, UNUSED, pg_settings(pg_dsn), embedder)
+    run_sql(pg_dsn, "CREATE ROLE rag_test_reader LOGIN NOSUPERUSER NOBYPASSRLS")
+    run_sql(pg_dsn, "GRANT SELECT ON rag_versions, rag_chunks, rag_vectors, rag_terms, rag_df "
+                    "TO rag_test_reader")
+    reader = pg_dsn.replace("postgres:@", "rag_test_reader:@", 1)
+    total = run_sql(pg_dsn, "SELECT count(*) FROM rag_chunks")[0][0]
+    staff_rows = run_sql(pg_dsn, "SELECT count(*) FROM rag_chunks WHERE 'staff' = ANY(visibility)")
+    assert staff_rows[0][0] > 0
+    seen = run_sql(reader, "SELECT count(*) FROM rag_chunks")[0][0]
+    assert seen == total - staff_rows[0][0]
+    import psycopg
+
+    with psycopg.connect(reader) as conn:
+        conn.execute("SELECT set_config('rag.groups', 'ops,staff', true)")
+        assert conn.execute("SELECT count(*) FROM rag_chunks").fetchone()[0] == total
+    # The reader role serves searches as usual.
+    hits = open_retriever(UNUSED, pg_settings(reader), embedder).search(
+        "admin token", groups={"staff"}, k=50)
+    assert any(h.chunk.source_path == "staff/runbook.md" for h in hits)
+
+
+def test_reindex_embeds_only_what_changed(docs, pg_dsn, embedder):
+    settings = pg_settings(pg_dsn)
+    first = build_index(docs, UNUSED, settings, embedder)
+    assert first.chunks_embedded > 0 and embedder.calls == first.chunks_embedded
+    again = build_index(docs, UNUSED, settings, embedder)
+    assert again.chunks_embedded == 0 and again.unchanged and embedder.calls == first.chunks_embedded
+    (docs / "faq.md").write_text("# FAQ\n\nTides come twice a day.\n", encoding="utf-8")
+    calls = embedder.calls
+    changed = build_index(docs, UNUSED, settings, embedder)
+    assert changed.changed == ["faq.md"]
+    assert embedder.calls - calls == changed.chunks_embedded == 1
+    hits = open_retriever(UNUSED, settings, embedder).search("tides twice a day", k=1)
+    assert hits[0].chunk.source_path == "faq.md" and "Tides" in hits[0].chunk.text
+
+
+def test_a_loaded_version_is_pinned_until_the_server_moves_on(docs, pg_dsn, embedder,
+                                                              monkeypatch):
+    """Readers see the old version or the new one, never a mix; stale() tells them to reload."""
+    settings = pg_settings(pg_dsn)
+    build_index(docs, UNUSED, settings, embedder)
+    old = open_retriever(UNUSED, settings, embedder)
+    monkeypatch.setattr(postgres, "STALE_CHECK_S", 0.0)
+    assert not old.index.stale()
+    (docs / "faq.md").unlink()
+    build_index(docs, UNUSED, settings, embedder)
+    assert old.index.stale()
+    query = "Is Tidewatch free? Apache License"
+    pinned = {h.chunk.source_path for h in old.search(query, k=50, mode="lexical")}
+    fresh = open_retriever(UNUSED, settings, embedder)
+    assert "faq.md" in pinned
+    assert "faq.md" not in {h.chunk.source_path for h in fresh.search(query, k=50)}
+    assert fresh.index.path.name != old.index.path.name
+    current = run_sql(pg_dsn, "SELECT count(*) FROM rag_versions WHERE is_current")
+    assert current == [(1,)]
+
+
+def test_second_writer_stops_with_one_line(docs, pg_dsn, embedder):
+    import psycopg
+
+    with psycopg.connect(pg_dsn) as holder:
+        holder.execute("SELECT pg_advisory_lock(%s)", (ADVISORY_KEY,))
+        with pytest.raises(IndexBusyError, match="is being written by another process"):
+            build_index(docs, UNUSED, pg_settings(pg_dsn), embedder)
+    assert build_index(docs, UNUSED, pg_settings(pg_dsn), embedder).chunks_total > 0
+
+
+def test_missing_index_or_database_is_one_clear_line(pg_dsn, pg_server, embedder):
+    with pytest.raises(IndexingError, match="no index in PostgreSQL .*RAG_STORE__KIND=postgres"):
+        open_retriever(UNUSED, pg_settings(pg_dsn), embedder)
+    missing = with_database(pg_server, "no_such_database")
+    with pytest.raises(IndexingError, match="cannot connect to PostgreSQL"):
+        open_retriever(UNUSED, pg_settings(missing), embedder)
+    with pytest.raises(IndexingError, match="store.dsn is empty"):
+        open_retriever(UNUSED, pg_settings(""), embedder)
+
+
+CRASHING_INDEXER = """
+import sys
+from pathlib import Path
+from rag.config import Settings
+from rag.embedding import FakeEmbedder
+from rag.indexing import build_index
+
+settings = Settings()
+settings.store.kind = "postgres"
+settings.store.dsn = sys.argv[2]
+build_index(Path(sys.argv[1]), Path("unused"), settings, FakeEmbedder())
+"""
+
+
+@pytest.mark.parametrize("crash_at", ["pg_before_switch", "pg_after_switch"])
+def test_killed_indexer_leaves_a_complete_version(docs, pg_dsn, embedder, crash_at):
+    settings = pg_settings(pg_dsn)
+    build_index(docs, UNUSED, settings, embedder)
+    before = open_retriever(UNUSED, settings, embedder).index.path.name
+    (docs / "added.md").write_text("# Added\n\nA brand new page about tides.\n", encoding="utf-8")
+    env = {**os.environ, "PYTHONPATH": str(REPO), "RAG_TEST_CRASH_AT": crash_at}
+    done = subprocess.run([sys.executable, "-c", CRASHING_INDEXER, str(docs), pg_dsn],
+                          check=False, env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == -9, done.stderr
+    after = open_retriever(UNUSED, settings, embedder)
+    paths = {h.chunk.source_path for h in after.search("brand new page about tides", k=50)}
+    if crash_at == "pg_before_switch":
+        assert after.index.path.name == before and "added.md" not in paths
+    else:
+        assert after.index.path.name != before and "added.md" in paths
+    # The vectors the killed run embedded were committed: the next run reuses them.
+    report = build_index(docs, UNUSED, settings, embedder)
+    assert report.chunks_embedded == 0
+    assert "added.md" in {h.chunk.source_path
+                          for h in open_retriever(UNUSED, settings, embedder).search(
+                              "brand new page about tides", k=50)}
+
+
+def test_hnsw_still_returns_k_visible_hits_when_the_nearest_are_hidden(docs, tmp_path, pg_dsn,
+                                                                       embedder):
+    """Candidates the visibility filter drops are made up for by an exact scan."""
+    folder_settings, database_settings = Settings(), pg_settings(pg_dsn)
+    database_settings.index.kind = "hnsw"
+    database_settings.index.hnsw_ef_search = 8  # as few candidates as k
+    build_index(docs, tmp_path / "index", folder_settings, embedder)
+    build_index(docs, UNUSED, database_settings, embedder)
+    folder = open_retriever(tmp_path / "index", folder_settings, embedder)
+    database = open_retriever(UNUSED, database_settings, embedder)
+    query = "staff runbook: rotate the admin token"
+    nearest = database.search(query, mode="dense", k=8, groups={"staff"})
+    assert any(h.chunk.visibility for h in nearest)  # restricted chunks are among the nearest
+    got = database.search(query, mode="dense", k=8)
+    want = folder.search(query, mode="dense", k=8)
+    assert len(got) == 8 and not any(h.chunk.visibility for h in got)
+    assert [round(h.score, 4) for h in got] == [round(h.score, 4) for h in want]
+
+
+def test_rebuild_re_embeds_everything_and_a_changed_model_asks_for_it(docs, pg_dsn, embedder):
+    from rag.embedding import FakeEmbedder
+
+    settings = pg_settings(pg_dsn)
+    first = build_index(docs, UNUSED, settings, embedder)
+    other = FakeEmbedder(name="another-model")
+    with pytest.raises(IndexingError, match="embedding_model .*rebuild with `rag index --rebuild`"):
+        build_index(docs, UNUSED, settings, other)
+    rebuilt = build_index(docs, UNUSED, settings, other, rebuild=True)
+    assert rebuilt.chunks_embedded == other.calls > 0 and rebuilt.chunks_reused == 0
+    assert rebuilt.chunks_total == first.chunks_total
+    hits = open_retriever(UNUSED, settings, other).search("admin token", k=3)
+    assert hits and open_retriever(UNUSED, settings, other).index.manifest.embedding_model == (
+        "another-model")
+
+
+def test_listing_every_chunk_is_refused_not_partial(docs, pg_dsn, embedder):
+    build_index(docs, UNUSED, pg_settings(pg_dsn), embedder)
+    index = open_retriever(UNUSED, pg_settings(pg_dsn), embedder).index
+    assert len(index.chunks) > 0
+    with pytest.raises(IndexingError, match="through its searches only"):
+        list(index.chunks)
