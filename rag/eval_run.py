@@ -100,6 +100,8 @@ def _print_table(result: dict[str, Any], out: Path, chart: Path | None) -> None:
             table.add_row(name + arrow, f"{value:.3f}")
     for stage, lat in overall["latency_ms"].items():
         table.add_row(f"latency {stage} p50 / p95 (ms)", f"{lat['p50']:.1f} / {lat['p95']:.1f}")
+    words = overall["answer_words"]
+    table.add_row("answer words median / max", f"{words['median']:g} / {words['max']}")
     table.add_row("prompt / completion tokens",
                   f"{overall['tokens']['prompt']} / {overall['tokens']['completion']}")
     table.add_row("case errors", str(overall["errors"]))

@@ -92,6 +92,7 @@ class CaseResult:
     tokens: dict[str, int] = field(default_factory=dict)
     extractive_fallback: bool = False
     error: str = ""
+    answer_words: int | None = None  # words of the answer, code included; None if abstained
 
 
 def score_case(case: EvalCase, answer: Answer) -> CaseResult:
@@ -101,7 +102,9 @@ def score_case(case: EvalCase, answer: Answer) -> CaseResult:
                         tokens=dict(answer.tokens),
                         citations=[f"{c.source_path}:{c.start_line}-{c.end_line}"
                                    for c in answer.citations],
-                        extractive_fallback=answer.extractive_fallback)
+                        extractive_fallback=answer.extractive_fallback,
+                        answer_words=None if answer.insufficient_evidence
+                        else len(answer.answer.split()))
     m = result.metrics
     text = answer.answer.lower()
     cited, verified = answer.label_checks.get("labels_cited", 0), answer.label_checks.get(
@@ -155,6 +158,9 @@ def summarise(results: Sequence[CaseResult]) -> dict[str, Any]:
                                             0.95), 2)}
         for s in stages
     }
+    lengths = [r.answer_words for r in results if r.answer_words is not None]
+    overall["answer_words"] = {"median": statistics.median(lengths) if lengths else 0,
+                               "max": max(lengths, default=0)}
     overall["tokens"] = {
         kind: sum(r.tokens.get(kind, 0) for r in results) for kind in ("prompt", "completion")
     }

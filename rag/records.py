@@ -130,6 +130,7 @@ class Answer:
     tokens: dict[str, int] = field(default_factory=dict)  # prompt / completion
     label_checks: dict[str, int] = field(default_factory=dict)  # labels cited / verified
     hits: tuple[SearchHit, ...] = ()  # what retrieval returned, before evidence selection
+    abstention: dict[str, float] = field(default_factory=dict)  # signals of the decision
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -146,4 +147,5 @@ class Answer:
             "timings": self.timings,
             "tokens": self.tokens,
             "label_checks": self.label_checks,
+            "abstention": self.abstention,
         }

@@ -29,7 +29,7 @@ from rag.config import Settings
 from rag.embedding import Embedder
 from rag.pipeline import Pipeline
 from rag.records import Answer
-from rag.verification import quote_lines
+from rag.verification import cited_text, quote_lines
 
 log = logging.getLogger("rag.server")
 WEB = Path(__file__).parent / "web"
@@ -159,13 +159,14 @@ ERRORS: dict[int | str, dict[str, Any]] = {
 def answer_payload(answer: Answer, docs: Path, version: str) -> dict[str, Any]:
     """Answer.to_dict() plus the cited lines, where excluded evidence came from, the version."""
     data = answer.to_dict()
-    indexed = {e.chunk.chunk_id: e.chunk.text for e in answer.evidence}
+    indexed = {e.chunk.chunk_id: e.chunk for e in answer.evidence}
     files: dict[str, list[str] | None] = {}
 
     def with_lines(citation: dict[str, Any]) -> dict[str, Any]:
-        lines, note = quote_lines(docs, citation["source_path"], citation["start_line"],
-                                  citation["end_line"], indexed.get(citation["chunk_id"], ""),
-                                  files)
+        chunk = indexed.get(citation["chunk_id"])
+        start, end = citation["start_line"], citation["end_line"]
+        expected = cited_text(chunk, start, end) if chunk is not None else ""
+        lines, note = quote_lines(docs, citation["source_path"], start, end, expected, files)
         return {**citation, "lines": [{"number": n, "text": t} for n, t in lines],
                 "lines_note": note}
 

@@ -1,0 +1,558 @@
+"""Extractive answers: quote the evidence passage that answers the question; no model.
+
+Each evidence chunk is read into blocks (prose, list items, table rows, code) that keep
+their line numbers, prose is split into sentences, and every sentence is scored against
+the question with three signals: the embedder's cosine, a BM25-style overlap of stemmed
+content words (code the sentence introduces counts), and the heading path. The answer
+quotes the best passage verbatim: the sentence, plus the code block, list or table that a
+sentence ending in ":" introduces. Each quote carries the file lines it came from, so its
+citation is line-precise.
+
+Never quoted: docs-generator markup (see :func:`is_markup_line`), paragraphs that carry
+evidence-block markup or address the assistant (how a document tries to forge evidence or
+give orders; the delimiters and the label check are the guarantees), fragments.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from rag.records import Evidence
+from rag.text import STOPWORDS, stem, tokens
+
+if TYPE_CHECKING:
+    from rag.embedding import Embedder
+    from rag.generation import GenerationResult
+
+# --- reading a chunk into blocks -------------------------------------------------------------
+
+_FENCE = re.compile(r"^\s*(`{3,}|~{3,})")
+_BULLET = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s+")
+_HEADING = re.compile(r"^#{1,6}\s+(.*?)\s*(?:\{\s*#[^}]*\})?\s*#*\s*$")
+_ANCHOR = re.compile(r"\s*\{\s*#[^}]*\}")
+# Lines that are docs-generator markup, not content: admonition and tab markers (/// note,
+# !!! tip, ::: info), Hugo shortcodes, file includes, link definitions, bare HTML tags.
+_MARKUP_LINE = re.compile(
+    r"^(?:/{3,}.*|[!?]{3}.*|:{3,}.*|\{\{[<%].*[%>]\}\}|\{\*.*\*\}|\[[^\]]+\]:\s*\S+.*"
+    r"|(?:</?[A-Za-z][\w-]*(?:\s[^<>]*)?/?>\s*)+)$"
+)
+_INLINE_SHORTCODE = re.compile(r"\{\{[<%]|[%>]\}\}")
+_HTML_TAG = re.compile(r"</?[A-Za-z][\w-]*(?:\s[^<>]*)?/?>")
+# Paragraphs that carry evidence-block markup or speak to the assistant are never quoted.
+_MARKUP = re.compile(r"(?i)^(?:evidence\s+e\d+\b|(?:source|lines|heading|content)\s*:)"
+                     r"|<\s*/?\s*untrusted|<!--")
+_ADDRESSED = re.compile(
+    r"(?i)\b(?:ignore\s+(?:all\s+|any\s+)?(?:the\s+)?(?:previous|prior|earlier|above)\s+"
+    r"instructions|you\s+are\s+(?:now\s+)?an?\s+(?:helpful\s+)?(?:ai\s+)?assistant|"
+    r"from\s+now\s+on,?\s+you|system\s+(?:note|prompt)|do\s+not\s+mention|cite\s+e\d+)\b"
+)
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9`\"'(\[*_])")
+_COMPLETE = re.compile(r"[.!?:;)\]\"'`*]$")
+_FACT = re.compile(r"\b(?:v?\d+\.\d+(?:\.\d+)?|\d{4}-\d{2}-\d{2})\b")
+MIN_WORDS = 4
+
+
+def is_markup_line(line: str) -> bool:
+    """A line that only drives the docs generator (admonition marker, shortcode, include,
+    link definition, bare HTML tag): never part of a quote."""
+    return bool(_MARKUP_LINE.match(line.strip()))
+
+
+def clean_inline(text: str) -> str:
+    """Text with inline HTML tags removed (console blocks colour their output with them)."""
+    return _HTML_TAG.sub("", text) if "<" in text else text
+
+
+@dataclass(frozen=True)
+class Block:
+    """A unit of a chunk: kind is prose, item, row or code; lines are 0-based in the chunk."""
+
+    kind: str
+    first: int
+    last: int
+    lines: tuple[str, ...]
+    heading: str  # the path of headings above it inside the chunk
+    heading_line: int = -1  # 0-based chunk line of the nearest one; -1 when none
+    fact_line: int = -1  # chunk line of the nearest heading holding a version or date
+
+
+def _safe(lines: Sequence[str]) -> bool:
+    text = " ".join(lines)
+    return not any(_MARKUP.search(line.strip()) for line in lines) and not _ADDRESSED.search(
+        text) and not _INLINE_SHORTCODE.search(text)
+
+
+def read_blocks(text: str, first_line_is_file_start: bool = False) -> list[Block]:
+    """Blocks of a chunk's Markdown in order; markup lines and headings are not blocks."""
+    raw = text.split("\n")
+    blocks: list[Block] = []
+    stack: list[tuple[int, str, int]] = []  # (level, text, line) of the open headings
+    heading, heading_line, fact_line = "", -1, -1
+    i = 0
+    if first_line_is_file_start and raw and raw[0].strip() == "---":  # front matter
+        end = next((j for j in range(1, len(raw)) if raw[j].strip() == "---"), None)
+        i = end + 1 if end is not None else len(raw)
+    current: list[int] = []
+
+    def flush(kind: str = "prose") -> None:
+        if current:
+            lines = tuple(raw[j].strip() for j in current)
+            if _safe(lines):
+                blocks.append(Block(kind, current[0], current[-1], lines, heading, heading_line,
+                                    fact_line))
+            current.clear()
+
+    while i < len(raw):
+        line = raw[i].strip()
+        fence = _FENCE.match(line)
+        if fence:
+            flush()
+            mark = fence.group(1)[0] * 3
+            j = i + 1
+            while j < len(raw) and not raw[j].strip().startswith(mark):
+                j += 1
+            body = tuple(clean_inline(raw[k]).rstrip() for k in range(i + 1, min(j, len(raw))))
+            if any(b.strip() for b in body) and _safe(body):
+                blocks.append(Block("code", i, min(j, len(raw) - 1), body, heading,
+                                    heading_line, fact_line))
+            i = j + 1
+            continue
+        match = _HEADING.match(line)
+        if _MARKUP.search(line):
+            current.append(i)  # evidence markup: the whole paragraph it sits in is dropped
+        elif match:
+            flush()
+            level = len(line) - len(line.lstrip("#"))
+            stack = [h for h in stack if h[0] < level] + [
+                (level, _ANCHOR.sub("", match.group(1)).strip(), i)]
+            heading, heading_line = " > ".join(h[1] for h in stack), i
+            fact_line = max((h[2] for h in stack if _FACT.search(h[1])), default=-1)
+        elif not line or set(line) <= set("-=*_") or is_markup_line(line):
+            flush()
+        elif line.startswith("|"):
+            flush()
+            cells = [c.strip() for c in line.strip("|").split("|")]
+            if not all(set(c) <= set(":- ") for c in cells):
+                current.append(i)
+                flush("row")
+        elif _BULLET.match(line):
+            flush()
+            current.append(i)
+            j = i + 1  # continuation lines of the item (indented, not a new item)
+            while (j < len(raw) and raw[j].strip() and raw[j][:1].isspace()
+                   and not _BULLET.match(raw[j]) and not _FENCE.match(raw[j])):
+                current.append(j)
+                j += 1
+            flush("item")
+            i = j
+            continue
+        else:
+            current.append(i)
+        i += 1
+    flush()
+    return blocks
+
+
+@dataclass(frozen=True)
+class Sentence:
+    """A quotable sentence (or item, or row) with its place and what follows it."""
+
+    text: str
+    first: int  # 0-based chunk lines
+    last: int
+    block: int  # index into the chunk's blocks
+    ends_block: bool
+
+
+def _sentences(blocks: Sequence[Block]) -> list[Sentence]:
+    out: list[Sentence] = []
+    for b_index, block in enumerate(blocks):
+        if block.kind == "code":
+            continue
+        if block.kind != "prose":
+            text = clean_inline(_BULLET.sub("", block.lines[0]) + " " + " ".join(block.lines[1:]))
+            if block.kind == "row":
+                cells = [c.strip() for c in block.lines[0].strip("|").split("|")]
+                text = "; ".join(c for c in cells if c)
+            if len(text.split()) >= MIN_WORDS - 1:
+                out.append(Sentence(text.strip(), block.first, block.last, b_index, True))
+            continue
+        starts: list[int] = []  # char offset where each line begins in the joined text
+        joined = ""
+        for line in block.lines:
+            starts.append(len(joined))
+            joined += line + " "
+        pos = 0
+        parts = _SENTENCE_END.split(joined.strip())
+        for n, part in enumerate(parts):
+            at = joined.find(part, pos)
+            pos = at + len(part)
+            first = block.first + max(k for k, s in enumerate(starts) if s <= at)
+            last = block.first + max(k for k, s in enumerate(starts) if s < pos)
+            text = clean_inline(part.strip())
+            if (len(text.split()) < MIN_WORDS or not _COMPLETE.search(text)
+                    or text[:1].islower() or text.startswith(("...", "…"))):
+                continue  # a fragment, or a sentence cut short
+            out.append(Sentence(text, first, last, b_index, n == len(parts) - 1))
+    return out
+
+
+# --- scoring ---------------------------------------------------------------------------------
+
+
+def query_terms(text: str) -> list[str]:
+    """Stemmed content words of a question (rag.text), each once, in order."""
+    seen: dict[str, None] = {}
+    for tok in tokens(text):
+        if tok not in STOPWORDS and (len(tok) > 1 or tok.isdigit()):
+            seen.setdefault(stem(tok), None)
+    return list(seen)
+
+
+def _terms(text: str) -> set[str]:
+    return {stem(t) for t in tokens(text) if t not in STOPWORDS}
+
+
+@dataclass
+class Passage:
+    """A candidate quote: a sentence plus what it introduces, with its scores."""
+
+    evidence: Evidence
+    rank: int  # 0-based position of its evidence
+    sentence: Sentence
+    text: str  # the quote as the answer shows it
+    lines: tuple[int, int]  # file lines, inclusive
+    terms: set[str]
+    heading: str
+    dense: float = 0.0
+    lexical: float = 0.0
+    heading_match: float = 0.0
+    window_lexical: float = 0.0
+    kind_match: float = 0.0  # the quote holds the kind of thing the question asks for
+    score: float = 0.0
+    section: int = -1  # chunk line of the heading it sits under
+    window: list[Passage] = field(default_factory=list)  # what a quote of it runs on to
+
+    @property
+    def words(self) -> int:
+        return len(self.text.split())
+
+
+MAX_CODE_LINES = 10
+MAX_ITEMS = 6
+CODE_WORDS = 60  # a code block or list longer than this is quoted up to here
+
+
+def _attachment(blocks: Sequence[Block], sentence: Sentence) -> list[tuple[Block, int]]:
+    """What a sentence ending in ':' introduces: the next code block, list or table (or a
+    prose lead-in ending in ':' plus what that introduces), as (block, lines kept)."""
+    if not sentence.ends_block or not sentence.text.endswith(":"):
+        return []
+    out: list[tuple[Block, int]] = []
+    j = sentence.block + 1
+    if j < len(blocks) and blocks[j].kind == "prose" and len(blocks[j].lines) <= 2 and \
+            blocks[j].lines[-1].endswith(":") and j + 1 < len(blocks) and \
+            blocks[j + 1].kind in ("code", "item", "row"):
+        out.append((blocks[j], len(blocks[j].lines)))
+        j += 1
+    if j >= len(blocks) or blocks[j].kind == "prose":
+        return out if out else []
+    kind = blocks[j].kind
+    words = 0
+    while j < len(blocks) and blocks[j].kind == kind and words < CODE_WORDS:
+        block = blocks[j]
+        if kind == "code":
+            kept = 0
+            for line in block.lines[:MAX_CODE_LINES]:
+                if words >= CODE_WORDS:
+                    break
+                words += len(line.split())
+                kept += 1
+            out.append((block, kept))
+            break
+        if len([b for b, _ in out if b.kind == kind]) >= MAX_ITEMS:
+            break
+        words += sum(len(line.split()) for line in block.lines)
+        out.append((block, len(block.lines)))
+        j += 1
+    return out
+
+
+def _quote(sentence: Sentence, attached: list[tuple[Block, int]]) -> tuple[str, int]:
+    """The quote text and its last chunk line."""
+    parts = [sentence.text]
+    last = sentence.last
+    for block, kept in attached:
+        if block.kind == "code":
+            body = [line for line in block.lines[:kept]]
+            while body and not body[-1].strip():
+                body.pop()
+            parts.append("\n".join(body))
+            last = block.first + len(body)  # the opening fence is block.first
+            if kept >= len(block.lines):
+                last = block.last
+        else:
+            parts.append(" ".join(block.lines))
+            last = block.last
+    return "\n".join(parts), last
+
+
+_VECTORS: dict[tuple[str, str], np.ndarray] = {}  # (embedder, sentence) -> vector
+_VECTOR_CACHE = 50_000
+
+
+class PassageScorer:
+    """Scores evidence sentences against a question; sentence vectors are cached by text
+    (shared by every scorer in the process, so the abstention check and the answer that
+    follows embed each sentence once)."""
+
+    def __init__(self, embedder: Embedder | None = None) -> None:
+        self.embedder = embedder
+
+    def _embed(self, texts: Sequence[str]) -> np.ndarray:
+        assert self.embedder is not None
+        name = self.embedder.name
+        missing = list(dict.fromkeys(t for t in texts if (name, t) not in _VECTORS))
+        if missing:
+            if len(_VECTORS) + len(missing) > _VECTOR_CACHE:
+                _VECTORS.clear()
+            for text, vec in zip(missing, self.embedder.embed_batch(missing)):
+                _VECTORS[(name, text)] = vec
+        return np.stack([_VECTORS[(name, t)] for t in texts])
+
+    def passages(self, question: str, evidence: Sequence[Evidence]) -> list[Passage]:
+        """Every quotable passage of the evidence, scored, best first."""
+        found: list[Passage] = []
+        for rank, ev in enumerate(evidence):
+            chunk = ev.chunk
+            blocks = read_blocks(chunk.text, chunk.start_line == 1)
+            in_chunk: list[Passage] = []
+            for sentence in _sentences(blocks):
+                attached = _attachment(blocks, sentence)
+                text, last = _quote(sentence, attached)
+                heading = " > ".join(h for h in (chunk.heading or "",
+                                                  blocks[sentence.block].heading) if h)
+                in_chunk.append(Passage(ev, rank, sentence, text,
+                                        (chunk.start_line + sentence.first,
+                                         chunk.start_line + last),
+                                        _terms(text), heading,
+                                        section=blocks[sentence.block].heading_line))
+            _link_windows(in_chunk)
+            found.extend(in_chunk)
+        query = query_terms(question)
+        if not found or not query:
+            return []
+        n = len(found)
+        df = Counter(t for p in found for t in set(p.terms) & set(query))
+        idf = {t: math.log(1 + (n - df[t] + 0.5) / (df[t] + 0.5)) for t in query}
+        total = sum(idf.values()) or 1.0
+        for p in found:
+            p.lexical = sum(idf[t] for t in query if t in p.terms) / total
+            window_terms = set().union(*(w.terms for w in p.window)) | p.terms
+            p.window_lexical = sum(idf[t] for t in query if t in window_terms) / total
+            head = _terms(p.heading)
+            p.heading_match = sum(idf[t] for t in query if t in head) / total
+        wants = answer_kinds(question)
+        asked = set(tokens(question))
+        for p in found:
+            lexical = (1 - WINDOW_SHARE) * p.lexical + WINDOW_SHARE * p.window_lexical
+            p.kind_match = float(bool(wants) and _has_kind(p, wants, asked))
+            p.score = (W_LEXICAL * lexical + W_HEADING * p.heading_match
+                       + W_KIND * p.kind_match) / (1 + RANK_PRIOR * p.rank)
+        if self.embedder is not None:
+            # Only the lexically likeliest sentences are embedded: a sentence sharing no
+            # word and no heading with the question rarely answers it, and embedding every
+            # sentence of eight chunks costs more than the whole search.
+            found.sort(key=lambda p: -p.score)
+            head = found[:EMBED_TOP]
+            vectors = self._embed([question] + [p.sentence.text for p in head])
+            for p, sim in zip(head, vectors[1:] @ vectors[0]):
+                p.dense = float(sim)
+                p.score += W_DENSE * p.dense / (1 + RANK_PRIOR * p.rank)
+        found.sort(key=lambda p: (-p.score, p.rank, p.lines[0]))
+        return found
+
+
+EMBED_TOP = 12  # sentences embedded per question
+WINDOW_WORDS = 70  # a quote runs on from its best sentence up to this many words
+WINDOW_SHARE = 0.5  # weight of the whole window's word overlap against the sentence's
+
+
+def _link_windows(in_chunk: Sequence[Passage]) -> None:
+    """Give each passage the sentences that follow it in its section, up to WINDOW_WORDS."""
+    for i, p in enumerate(in_chunk):
+        words, last = p.words, p.lines[1]
+        for q in in_chunk[i + 1:]:
+            if q.section != p.section or q.lines[0] <= last or words + q.words > WINDOW_WORDS:
+                break
+            p.window.append(q)
+            words, last = words + q.words, q.lines[1]
+
+
+W_DENSE, W_LEXICAL, W_HEADING, W_KIND = 0.3, 0.35, 0.35, 0.1
+
+# --- what kind of answer a question asks for --------------------------------------------------
+
+_ASK_CODE = re.compile(r"(?i)^(?:how\b|what\s+(?:option|parameter|setting|argument|command|"
+                       r"flag|decorator|function|class|method)|which\s+(?:option|parameter|"
+                       r"setting|argument|command|flag|decorator|function|class|method|package)"
+                       r"|is\s+there\s+a\s+way|can\s+i\b)|\bhow\s+(?:do|can|should)\b")
+_ASK_NUMBER = re.compile(r"(?i)\bhow\s+(?:long|many|much|big|large|often)\b|\bwhat\s+"
+                         r"(?:size|port|number|limit|timeout)|\bdefault\b|\bbelow\s+what\b")
+_ASK_WHY = re.compile(r"(?i)^why\b|\bwhy\s+(?:does|do|is|should|shouldn't|can't)\b")
+_CODE_SPAN = re.compile(r"`([^`]+)`")
+_REASON = re.compile(r"(?i)\b(?:because|so\s+that|otherwise|to\s+avoid|in\s+order\s+to|"
+                     r"that\s+way|this\s+way|which\s+means|as\s+a\s+result|since)\b")
+_NUMBER = re.compile(r"\b\d+(?:\.\d+)*\b")
+
+
+def answer_kinds(question: str) -> frozenset[str]:
+    """What the question asks for: code (how do I...), a number, a version, a reason."""
+    kinds = set()
+    if _ASK_CODE.search(question):
+        kinds.add("code")
+    if _ASK_NUMBER.search(question):
+        kinds.add("number")
+    if _asks_when(question):
+        kinds.add("version")
+    if _ASK_WHY.search(question):
+        kinds.add("reason")
+    return frozenset(kinds)
+
+
+def _has_kind(p: Passage, wants: frozenset[str], asked: set[str]) -> bool:
+    """Whether the quote (run on through its window) holds something of a wanted kind that
+    the question did not already say."""
+    text = " ".join([p.text, *(w.text for w in p.window)])
+    if "code" in wants and ("\n" in text or any(
+            not set(tokens(span)) <= asked for span in _CODE_SPAN.findall(text))):
+        return True
+    if "number" in wants and any(n not in asked for n in _NUMBER.findall(text)):
+        return True
+    if "version" in wants and any(f not in asked for f in _FACT.findall(text + p.heading)):
+        return True
+    return "reason" in wants and bool(_REASON.search(text))
+RANK_PRIOR = 0.05
+
+
+# --- choosing what to quote ------------------------------------------------------------------
+
+ANSWER_WORDS = 110  # budget for the whole answer, code included
+MAX_PASSAGE_WORDS = 150  # a passage longer than this is never quoted
+EXTRACTIVE_STATEMENTS = 3
+RELATIVE_FLOOR = 0.8  # a further passage must score this share of the best one
+HEADING_REACH = 12  # a fact heading this many lines above a quote is quoted with it
+_WHEN = frozenset(stem(w) for w in ("version", "when", "since", "release", "released",
+                                    "added", "introduced", "date", "changelog"))
+
+
+@dataclass(frozen=True)
+class Quote:
+    """One statement of an extractive answer: verbatim text, its evidence, its file lines."""
+
+    text: str
+    label: str
+    lines: tuple[int, int]
+
+
+def _asks_when(question: str) -> bool:
+    return bool(_FACT.search(question)) or bool(_WHEN & set(query_terms(question)))
+
+
+def _with_heading_fact(p: Passage, question: str,
+                       quote: tuple[str, tuple[int, int]] | None = None,
+                       ) -> tuple[str, tuple[int, int]]:
+    """A version or date that lives only in the heading path is part of the answer."""
+    text, lines = quote or (p.text, p.lines)
+    if not _asks_when(question):
+        return text, lines
+    facts = [seg for seg in p.heading.split(" > ") if _FACT.search(seg)]
+    if not facts or _FACT.search(text):
+        return text, lines
+    chunk = p.evidence.chunk
+    blocks = read_blocks(chunk.text, chunk.start_line == 1)
+    block = blocks[p.sentence.block]
+    if block.fact_line >= 0 and p.sentence.first - block.fact_line <= HEADING_REACH:
+        lines = (chunk.start_line + block.fact_line, lines[1])
+    return f"{facts[-1]}: {text}", lines
+
+
+def _window_quote(p: Passage) -> tuple[str, tuple[int, int], int]:
+    parts, last = [p.text], p.lines[1]
+    for q in p.window:
+        parts.append(q.text)
+        last = q.lines[1]
+    return " ".join(parts).replace(":\n", ":\n"), (p.lines[0], last), sum(
+        len(t.split()) for t in parts)
+
+
+def choose(question: str, passages: Sequence[Passage]) -> list[Quote]:
+    """The best passage run on through its section, plus up to two more that score nearly
+    as well and cover question words the first did not; adjacent quotes of one chunk merge."""
+    usable = [p for p in passages if p.words <= MAX_PASSAGE_WORDS and p.score > 0]
+    if not usable:
+        return []
+    query = set(query_terms(question))
+    best = usable[0]
+    chosen = [best]
+    covered = best.terms.union(*(w.terms for w in best.window)) | _terms(best.heading)
+    words = _window_quote(best)[2]
+    for p in usable[1:]:
+        if len(chosen) == EXTRACTIVE_STATEMENTS or p.score < RELATIVE_FLOOR * best.score:
+            break
+        if words + p.words > ANSWER_WORDS or not (p.terms & query) - covered:
+            continue
+        if any(q.evidence.label == p.evidence.label and q.lines[0] <= p.lines[1]
+               and p.lines[0] <= _window_quote(q)[1][1] for q in chosen):
+            continue  # overlaps a quote already taken
+        chosen.append(p)
+        covered |= p.terms
+        words += p.words
+    quotes: list[Quote] = []
+    for p in sorted(chosen, key=lambda c: (c.rank, c.lines[0])):
+        text, lines = _with_heading_fact(p, question)
+        if p is best:
+            text, lines = _with_heading_fact(p, question, _window_quote(p)[:2])
+        prev = quotes[-1] if quotes else None
+        if prev is not None and prev.label == p.evidence.label and 0 <= lines[0] - prev.lines[1] <= 2:
+            quotes[-1] = Quote(f"{prev.text} {text}", prev.label, (prev.lines[0], lines[1]))
+        else:
+            quotes.append(Quote(text, p.evidence.label, lines))
+    return quotes
+
+
+def split_sentences(text: str) -> list[str]:
+    """The quotable sentences of a chunk's Markdown, verbatim (code and markup skipped)."""
+    return [s.text for s in _sentences(read_blocks(text))]
+
+
+class ExtractiveGenerator:
+    """Answers by quoting the evidence passage closest to the question (no model)."""
+
+    name = "extractive"
+
+    def __init__(self, embedder: Embedder | None = None,
+                 scorer: PassageScorer | None = None) -> None:
+        self.scorer = scorer or PassageScorer(embedder)
+
+    def use_embedder(self, embedder: Embedder) -> None:
+        """Score with this embedder from now on, unless one was given when built."""
+        if self.scorer.embedder is None:
+            self.scorer.embedder = embedder
+
+    def generate(self, question: str, evidence: Sequence[Evidence]) -> GenerationResult:
+        """Quote the best passage(s); each statement's quoted file lines ride along."""
+        from rag.generation import GenerationResult, ModelAnswer, ModelStatement
+
+        quotes = choose(question, self.scorer.passages(question, evidence))
+        statements = [ModelStatement(text=q.text, evidence=[q.label]) for q in quotes]
+        answer = ModelAnswer(statements=statements, insufficient_evidence=not statements)
+        return GenerationResult(answer, 0, 0, 1, "extractive",
+                                quotes=tuple(q.lines for q in quotes))
