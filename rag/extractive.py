@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from rag.records import Evidence
-from rag.text import STOPWORDS, stem, tokens
+from rag.text import STOPWORDS, parts, stem, tokens
 
 if TYPE_CHECKING:
     from rag.embedding import Embedder
@@ -207,17 +207,26 @@ def _sentences(blocks: Sequence[Block]) -> list[Sentence]:
 # --- scoring ---------------------------------------------------------------------------------
 
 
+def _stems(tok: str) -> list[str]:
+    """A token's stem, plus those of a hyphenated word's parts (re-index: re-index, index)."""
+    pieces = parts(tok)
+    out = [stem(tok)]
+    if len(pieces) > 1 and "-" in tok and all(p.isalpha() for p in pieces):
+        out += [stem(p) for p in pieces if p not in STOPWORDS and len(p) > 1]
+    return out
+
+
 def query_terms(text: str) -> list[str]:
     """Stemmed content words of a question (rag.text), each once, in order."""
     seen: dict[str, None] = {}
     for tok in tokens(text):
         if tok not in STOPWORDS and (len(tok) > 1 or tok.isdigit()):
-            seen.setdefault(stem(tok), None)
+            seen.update(dict.fromkeys(_stems(tok)))
     return list(seen)
 
 
 def _terms(text: str) -> set[str]:
-    return {stem(t) for t in tokens(text) if t not in STOPWORDS}
+    return {s for t in tokens(text) if t not in STOPWORDS for s in _stems(t)}
 
 
 @dataclass
@@ -239,6 +248,7 @@ class Passage:
     score: float = 0.0
     section: int = -1  # chunk line of the heading it sits under
     window: list[Passage] = field(default_factory=list)  # what a quote of it runs on to
+    idf: dict[str, float] = field(default_factory=dict)  # question term weights (shared)
 
     @property
     def words(self) -> int:
@@ -353,7 +363,9 @@ class PassageScorer:
         df = Counter(t for p in found for t in set(p.terms) & set(query))
         idf = {t: math.log(1 + (n - df[t] + 0.5) / (df[t] + 0.5)) for t in query}
         total = sum(idf.values()) or 1.0
+        weights = {t: w / total for t, w in idf.items()}
         for p in found:
+            p.idf = weights
             p.lexical = sum(idf[t] for t in query if t in p.terms) / total
             window_terms = set().union(*(w.terms for w in p.window)) | p.terms
             p.window_lexical = sum(idf[t] for t in query if t in window_terms) / total
@@ -448,6 +460,7 @@ ANSWER_WORDS = 110  # budget for the whole answer, code included
 MAX_PASSAGE_WORDS = 150  # a passage longer than this is never quoted
 EXTRACTIVE_STATEMENTS = 3
 RELATIVE_FLOOR = 0.8  # a further passage must score this share of the best one
+MIN_NEW = 0.15  # ...and cover this share (idf-weighted) of the question not yet covered
 HEADING_REACH = 12  # a fact heading this many lines above a quote is quoted with it
 _WHEN = frozenset(stem(w) for w in ("version", "when", "since", "release", "released",
                                     "added", "introduced", "date", "changelog"))
@@ -507,8 +520,10 @@ def choose(question: str, passages: Sequence[Passage]) -> list[Quote]:
     for p in usable[1:]:
         if len(chosen) == EXTRACTIVE_STATEMENTS or p.score < RELATIVE_FLOOR * best.score:
             break
-        if words + p.words > ANSWER_WORDS or not (p.terms & query) - covered:
-            continue
+        new = (p.terms & query) - covered
+        if words + p.words > ANSWER_WORDS or not new or sum(
+                p.idf.get(t, 0.0) for t in new) < MIN_NEW:
+            continue  # too long, or adds too little of what the question asks
         if any(q.evidence.label == p.evidence.label and q.lines[0] <= p.lines[1]
                and p.lines[0] <= _window_quote(q)[1][1] for q in chosen):
             continue  # overlaps a quote already taken

@@ -9,9 +9,8 @@ The final model is fitted on all cases and written as JSON (default rag/abstenti
 
 Refit after any change to chunking, retrieval or the extractive scorer:
 
-    python scripts/fit_abstention.py
-    python scripts/fit_abstention.py --set ../shared/evals/fastapi.jsonl \
-        ../shared/corpora/fastapi indexes/fastapi --set corpus/eval.jsonl corpus indexes/corpus
+    python scripts/fit_abstention.py        # both default sets; indexes built if missing
+    python scripts/fit_abstention.py --set EVAL DOCS INDEX [--set ...]
 """
 
 from __future__ import annotations
@@ -30,7 +29,10 @@ sys.path.insert(0, str(REPO))
 from rag.abstention import BUNDLED_MODEL, FEATURES
 from rag.embedding import DEFAULT_MODEL_NAME
 
-DEFAULT_SET = ["../shared/evals/fastapi.jsonl", "../shared/corpora/fastapi", "indexes/fastapi"]
+# The FastAPI dev set and the project's own eval: two corpora of very different size, so the
+# model does not learn one corpus's score scale.
+DEFAULT_SETS = [["../shared/evals/fastapi.jsonl", "../shared/corpora/fastapi", "indexes/fastapi"],
+                ["corpus/eval.jsonl", "corpus", "indexes/corpus"]]
 MAX_FALSE_ABSTENTION = 0.05  # the threshold keeps at most this share of answerable cases out
 
 
@@ -104,15 +106,15 @@ def pick_threshold(probs: np.ndarray, y: np.ndarray) -> float:
     """Catch the most unanswerable cases while abstaining on at most MAX_FALSE_ABSTENTION
     of the answerable ones; ties go to the threshold in the middle of the gap."""
     candidates = np.unique(np.concatenate([probs, [0.0, 1.0]]))
-    best, best_key = 0.5, (-1.0, -1.0)
+    scored = []
     for lo, hi in itertools.pairwise(candidates):
         t = (lo + hi) / 2
         false_abst = float(np.mean(probs[y == 1] < t)) if (y == 1).any() else 0.0
         abst = float(np.mean(probs[y == 0] < t)) if (y == 0).any() else 1.0
-        key = (abst if false_abst <= MAX_FALSE_ABSTENTION else -1.0, -false_abst)
-        if key > best_key:
-            best, best_key = t, key
-    return best
+        scored.append(((abst if false_abst <= MAX_FALSE_ABSTENTION else -1.0, -false_abst), t))
+    best_key = max(key for key, _ in scored)
+    tied = [t for key, t in scored if key == best_key]
+    return float(np.median(tied))
 
 
 def cross_validate(x: np.ndarray, y: np.ndarray, k: int, repeats: int, l2: float,
@@ -135,7 +137,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--set", nargs=3, action="append", metavar=("EVAL", "DOCS", "INDEX"),
                         help="an eval file, its docs folder and index (repeatable) "
-                             f"[default: {' '.join(DEFAULT_SET)}]")
+                             "[default: the FastAPI dev set and corpus/eval.jsonl]")
     parser.add_argument("--config", type=Path, default=None)
     parser.add_argument("--folds", type=int, default=5)
     parser.add_argument("--repeats", type=int, default=20)
@@ -155,7 +157,7 @@ def main() -> int:
     if settings.embedding.backend == "onnx-int8":
         embedding_model += "+int8"
     xs, ys, names = [], [], []
-    for eval_file, docs, index in args.set or [DEFAULT_SET]:
+    for eval_file, docs, index in args.set or DEFAULT_SETS:
         x, y = collect(Path(eval_file), Path(docs), Path(index), settings)
         x = x[:, use]
         cv = cross_validate(x, y, args.folds, args.repeats, args.l2, args.seed)
