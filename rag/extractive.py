@@ -210,10 +210,10 @@ def _sentences(blocks: Sequence[Block]) -> list[Sentence]:
 def _stems(tok: str) -> list[str]:
     """A token's stem, plus those of a hyphenated word's parts (re-index: re-index, index)."""
     pieces = parts(tok)
-    out = [stem(tok)]
     if len(pieces) > 1 and "-" in tok and all(p.isalpha() for p in pieces):
-        out += [stem(p) for p in pieces if p not in STOPWORDS and len(p) > 1]
-    return out
+        return ["-".join(stem(p) for p in pieces)] + [
+            stem(p) for p in pieces if p not in STOPWORDS and len(p) > 1]
+    return [stem(tok)]
 
 
 def query_terms(text: str) -> list[str]:
@@ -394,7 +394,7 @@ class PassageScorer:
 
 EMBED_TOP = 12  # sentences embedded per question
 WINDOW_WORDS = 70  # a quote runs on from its best sentence up to this many words
-WINDOW_SHARE = 0.5  # weight of the whole window's word overlap against the sentence's
+WINDOW_SHARE = 0.3  # weight of the whole window's word overlap against the sentence's
 
 
 def _link_windows(in_chunk: Sequence[Passage]) -> None:
@@ -460,7 +460,8 @@ ANSWER_WORDS = 110  # budget for the whole answer, code included
 MAX_PASSAGE_WORDS = 150  # a passage longer than this is never quoted
 EXTRACTIVE_STATEMENTS = 3
 RELATIVE_FLOOR = 0.8  # a further passage must score this share of the best one
-MIN_NEW = 0.15  # ...and cover this share (idf-weighted) of the question not yet covered
+MIN_NEW = 0.15  # ...and cover this share (idf-weighted) of the question not yet covered,
+MIN_NEW_TERMS = 1  # in at least this many question words
 HEADING_REACH = 12  # a fact heading this many lines above a quote is quoted with it
 _WHEN = frozenset(stem(w) for w in ("version", "when", "since", "release", "released",
                                     "added", "introduced", "date", "changelog"))
@@ -521,7 +522,7 @@ def choose(question: str, passages: Sequence[Passage]) -> list[Quote]:
         if len(chosen) == EXTRACTIVE_STATEMENTS or p.score < RELATIVE_FLOOR * best.score:
             break
         new = (p.terms & query) - covered
-        if words + p.words > ANSWER_WORDS or not new or sum(
+        if words + p.words > ANSWER_WORDS or len(new) < MIN_NEW_TERMS or sum(
                 p.idf.get(t, 0.0) for t in new) < MIN_NEW:
             continue  # too long, or adds too little of what the question asks
         if any(q.evidence.label == p.evidence.label and q.lines[0] <= p.lines[1]
