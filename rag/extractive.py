@@ -237,6 +237,7 @@ EXTRACTIVE_STATEMENTS = 3
 RELATIVE_FLOOR = 0.8  # a further passage must score this share of the best one
 MIN_NEW = 0.15  # ...and cover this share (idf-weighted) of the question not yet covered,
 MIN_NEW_TERMS = 1  # in at least this many question words
+SECOND_LEXICAL = 0.2  # and hold this share (idf-weighted) of the question's words itself
 HEADING_REACH = 12  # a fact heading this many lines above a quote is quoted with it
 _WHEN = frozenset(stem(w) for w in ("version", "when", "since", "release", "released",
                                     "added", "introduced", "date", "changelog"))
@@ -296,6 +297,8 @@ def choose(question: str, passages: Sequence[Passage]) -> list[Quote]:
     for p in usable[1:]:
         if len(chosen) == EXTRACTIVE_STATEMENTS or p.score < RELATIVE_FLOOR * best.score:
             break
+        if p.lexical < SECOND_LEXICAL:
+            continue  # a further quote must match the question by its own words
         new = (p.terms & query) - covered
         if words + p.words > ANSWER_WORDS or len(new) < MIN_NEW_TERMS or sum(
                 p.idf.get(t, 0.0) for t in new) < MIN_NEW:
