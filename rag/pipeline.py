@@ -108,15 +108,19 @@ class Pipeline:
             from rag.generation import make_generator
 
             self._generator = make_generator(self.settings, self.generator_name,
-                                             embedder=self.retriever.embedder)
+                                             embedder=self._embedder())
         return self._generator
+
+    def _embedder(self) -> Embedder | None:
+        """The retriever's embedder (a stand-in retriever may have none: words only then)."""
+        return getattr(self.retriever, "embedder", None)
 
     def scorer(self) -> PassageScorer:
         """Scores evidence sentences against the question (abstention, extractive answers)."""
         if self._scorer is None:
             from rag.extractive import PassageScorer
 
-            self._scorer = PassageScorer(self.retriever.embedder)
+            self._scorer = PassageScorer(self._embedder())
         return self._scorer
 
     def abstention_signals(self, question: str, evidence: Sequence[Evidence],
@@ -143,7 +147,8 @@ class Pipeline:
 
             self._abstention = load_model(self.settings.verification.abstention_model)
         fitted_for = self._abstention.embedding_model if self._abstention else ""
-        if mode == "coverage" or fitted_for not in ("", self.retriever.embedder.name):
+        embedder = self._embedder()
+        if mode == "coverage" or embedder is None or fitted_for not in ("", embedder.name):
             coverage = _coverage(question, tuple(evidence))
             return coverage >= self.settings.verification.min_question_coverage, {
                 "coverage": coverage}
@@ -195,8 +200,9 @@ class Pipeline:
         t0 = time.perf_counter()
         generator = self.generator()
         use_embedder = getattr(generator, "use_embedder", None)
-        if use_embedder is not None:  # a generator built elsewhere (the server's shared one)
-            use_embedder(self.retriever.embedder)
+        embedder = self._embedder()
+        if use_embedder is not None and embedder is not None:  # built elsewhere (server)
+            use_embedder(embedder)
         result = generator.generate(question, evidence)  # type: ignore[attr-defined]
         timings["generate"] = time.perf_counter() - t0
         tokens = {"prompt": result.prompt_tokens, "completion": result.completion_tokens}
@@ -207,7 +213,7 @@ class Pipeline:
 
         t0 = time.perf_counter()
         statements, fallback = _verified(result, evidence, self.settings, groups,
-                                         question, name, self.retriever.embedder)
+                                         question, name, self._embedder())
         timings["verify"] = time.perf_counter() - t0
         supported = tuple(s for s in statements if s.supported)
         unsupported = tuple(s for s in statements if not s.supported)
