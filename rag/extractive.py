@@ -279,7 +279,7 @@ def _window_quote(p: Passage) -> tuple[str, tuple[int, int], int]:
     for q in p.window:
         parts.append(q.text)
         last = q.lines[1]
-    return " ".join(parts).replace(":\n", ":\n"), (p.lines[0], last), sum(
+    return " ".join(parts), (p.lines[0], last), sum(
         len(t.split()) for t in parts)
 
 
