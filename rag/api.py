@@ -8,7 +8,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from rag.records import Answer
-from rag.verification import quote_lines
+from rag.verification import cited_text, quote_lines
 
 Mode = Literal["dense", "lexical", "hybrid"]
 # Something besides whitespace, as Python's str.strip() sees it (\x1c-\x1f included), so
@@ -147,8 +147,9 @@ def answer_payload(answer: Answer, docs: Path, version: str) -> dict[str, Any]:
 
     def with_lines(citation: dict[str, Any]) -> dict[str, Any]:
         chunk = indexed.get(citation["chunk_id"])
-        lines, note = quote_lines(docs, citation["source_path"], citation["start_line"],
-                                  citation["end_line"], chunk.text if chunk else "", files,
+        start, end = citation["start_line"], citation["end_line"]
+        expected = cited_text(chunk, start, end) if chunk is not None else ""
+        lines, note = quote_lines(docs, citation["source_path"], start, end, expected, files,
                                   cols=(chunk.start_col, chunk.end_col) if chunk else (None, None))
         return {**citation, "lines": [{"number": n, "text": t} for n, t in lines],
                 "lines_note": note}

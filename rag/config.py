@@ -178,11 +178,20 @@ class VerificationSettings(_Section):
     unsupported: Literal["drop", "mark"] = Field(
         "drop", description="drop unsupported statements, or show them marked unsupported."
     )
+    abstention: Literal["model", "coverage", "off"] = Field(
+        "model",
+        description="How to decide, before any model call, that the evidence cannot answer: "
+        "model = the fitted abstention model (several signals); coverage = only "
+        "min_question_coverage; off = never abstain in code.",
+    )
+    abstention_model: str = Field(
+        "", description="Fitted abstention model (JSON from scripts/fit_abstention.py); "
+        "empty = the bundled rag/abstention.json.",
+    )
     min_question_coverage: float = Field(
         0.45, ge=0, le=1,
-        description="Answer only when one evidence chunk holds at least this share of the "
-        "question's content words; otherwise report insufficient evidence without asking "
-        "the model. Tuned on corpus/eval.jsonl; 0 turns the gate off.",
+        description="With abstention = coverage: answer only when one evidence chunk holds "
+        "at least this share of the question's content words.",
     )
     extractive_fallback: bool = Field(
         True, description="When the model's answer fails verification, answer extractively."

@@ -10,9 +10,7 @@ from __future__ import annotations
 import json
 import math
 import os
-import re
 import time
-from collections import Counter
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Annotated, Any, Literal, Protocol, Self
@@ -21,10 +19,12 @@ from urllib.parse import urlparse
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
 
 from rag.errors import CitationError, ConfigError, GenerationError
+from rag.extractive import ExtractiveGenerator  # its old home: imports keep working
 from rag.records import Evidence
 
 if TYPE_CHECKING:
     from rag.config import GenerationSettings, Settings
+    from rag.embedding import Embedder
 
 RULES = """\
 You answer a question about software documentation using only the evidence blocks in \
@@ -76,6 +76,9 @@ class GenerationResult:
     completion_tokens: int
     attempts: int
     model: str
+    # File lines (start, end) each statement quotes verbatim, when the generator knows them
+    # (the extractive one does); the verifier narrows those citations to these lines.
+    quotes: tuple[tuple[int, int] | None, ...] = ()
 
 
 class Generator(Protocol):
@@ -362,132 +365,17 @@ class OpenAIGenerator:
         return f"model output was cut off at max_tokens={limit}"
 
 
-# --- Extractive generator: no model, deterministic -----------------------------------------
+def make_generator(
+    settings: Settings, name: str | None = None, *, embedder: Embedder | None = None
+) -> Generator:
+    """Build the generator named in config (or ``name``); close() it when done if it has one.
 
-_WORD = re.compile(r"[a-z0-9][a-z0-9_]*")
-_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9`\"'(\[*_])")
-_BULLET = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s+")
-_FENCE = re.compile(r"^\s*(```|~~~)")
-_MIN_WORDS = 4
-# Paragraphs that carry evidence-block markup or speak to the assistant are never quoted:
-# they are how a document tries to forge evidence or give orders (defence in depth; the
-# delimiters and the label check are the guarantees).
-_MARKUP = re.compile(r"(?i)^(?:evidence\s+e\d+\b|(?:source|lines|heading|content)\s*:)"
-                     r"|<\s*/?\s*untrusted|<!--")
-_ADDRESSED = re.compile(
-    r"(?i)\b(?:ignore\s+(?:all\s+|any\s+)?(?:the\s+)?(?:previous|prior|earlier|above)\s+"
-    r"instructions|you\s+are\s+(?:now\s+)?an?\s+(?:helpful\s+)?(?:ai\s+)?assistant|"
-    r"from\s+now\s+on,?\s+you|system\s+(?:note|prompt)|do\s+not\s+mention|cite\s+e\d+)\b"
-)
-EXTRACTIVE_STATEMENTS = 3
-_RELATIVE_FLOOR = 0.35  # weaker sentences than this share of the best one are filler
-_K1, _B = 1.2, 0.75  # the usual BM25 constants
-_RANK_PRIOR = 0.3  # evidence k scores 1 / (1 + 0.3 k) of an equal match in E1
-
-
-def content_words(text: str) -> list[str]:
-    """Lower-case words minus the verifier's stopwords, plurals folded (``files`` -> ``file``)."""
-    from rag.text import STOPWORDS  # one notion of "content word" for every stage
-
-    out = []
-    for word in _WORD.findall(text.lower()):
-        if word in STOPWORDS or len(word) < 2:
-            continue
-        if len(word) > 4 and word.endswith("ies"):
-            word = word[:-3] + "y"
-        elif len(word) > 3 and word.endswith("s") and not word.endswith("ss"):
-            word = word[:-1]
-        out.append(word)
-    return out
-
-
-def _paragraphs(text: str) -> list[str]:
-    """Prose paragraphs of Markdown: no code blocks or headings; bullets and table rows alone;
-    none that carries evidence markup or addresses the assistant."""
-    paras: list[str] = []
-    current: list[str] = []
-    in_fence = False
-
-    def flush() -> None:
-        if current:
-            para = " ".join(current)
-            if not any(_MARKUP.search(line) for line in current) and not _ADDRESSED.search(para):
-                paras.append(para)
-            current.clear()
-
-    for raw in text.splitlines():
-        line = raw.strip()
-        fence = bool(_FENCE.match(line))
-        in_fence ^= fence
-        # Headings are not sentences (the heading path is shown anyway).
-        if fence or in_fence or not line or line.startswith("#") or set(line) <= set("-=*"):
-            flush()
-        elif line.startswith("|"):
-            flush()  # a table row is one statement: its cells, without the pipes
-            cells = [c.strip() for c in line.strip("|").split("|")]
-            if not all(set(c) <= set(":- ") for c in cells):
-                current.append("; ".join(c for c in cells if c))
-                flush()
-        elif _BULLET.match(line):
-            flush()  # a list item stands alone
-            current.append(_BULLET.sub("", line))
-            flush()
-        else:
-            current.append(line)
-    flush()
-    return paras
-
-
-def split_sentences(text: str) -> list[str]:
-    """Sentences of a chunk, verbatim, skipping code and fragments under four words."""
-    sentences = (s.strip() for para in _paragraphs(text) for s in _SENTENCE_END.split(para))
-    return [s for s in sentences if len(s.split()) >= _MIN_WORDS]
-
-
-class ExtractiveGenerator:
-    """Answers with the evidence sentences closest to the question: BM25 over all evidence
-    sentences, mildly weighted by evidence order, since the retriever's ranking knows more."""
-
-    name = "extractive"
-
-    def __init__(self, max_statements: int = EXTRACTIVE_STATEMENTS) -> None:
-        self.max_statements = max_statements  # a handful: more sentences read as a dump
-
-    def generate(self, question: str, evidence: Sequence[Evidence]) -> GenerationResult:
-        """Pick up to ``max_statements`` sentences; ties go to the earlier evidence."""
-        query = set(content_words(question))
-        sentences = [(i, ev.label, s, content_words(s)) for i, ev in enumerate(evidence)
-                     for s in split_sentences(ev.chunk.text)]
-        scored: list[tuple[float, int, str, str]] = []
-        if query and sentences:
-            df = Counter(w for *_, words in sentences for w in set(words))
-            n = len(sentences)
-            avg = sum(len(words) for *_, words in sentences) / n or 1.0
-            for order, (rank, label, sentence, words) in enumerate(sentences):
-                tf = Counter(words)
-                norm = _K1 * (1 - _B + _B * len(words) / avg)
-                score = sum(math.log(1 + (n - df[w] + 0.5) / (df[w] + 0.5))
-                            * tf[w] * (_K1 + 1) / (tf[w] + norm) for w in query if w in tf)
-                score /= 1 + _RANK_PRIOR * rank  # the retriever's order is a signal too
-                if score > 0:
-                    scored.append((score, order, label, sentence))
-        scored.sort(key=lambda item: (-item[0], item[1]))
-        picked: dict[str, ModelStatement] = {}  # keyed by normalised text: no repeats
-        for score, _, label, sentence in scored:
-            if len(picked) == self.max_statements or score < _RELATIVE_FLOOR * scored[0][0]:
-                break
-            key = " ".join(sentence.lower().split())
-            picked.setdefault(key, ModelStatement(text=sentence, evidence=[label]))
-        answer = ModelAnswer(statements=list(picked.values()), insufficient_evidence=not picked)
-        return GenerationResult(answer, 0, 0, 1, "extractive")
-
-
-def make_generator(settings: Settings, name: str | None = None) -> Generator:
-    """Build the generator named in config (or ``name``); close() it when done if it has one."""
+    ``embedder`` lets the extractive generator score sentences by meaning, not words only.
+    """
     gen = settings.generation
     name = name or gen.generator
     if name == "extractive":
-        return ExtractiveGenerator()
+        return ExtractiveGenerator(embedder)
     if name == "openai":
         return OpenAIGenerator(gen)
     if name == "local":

@@ -13,8 +13,11 @@ from rag.records import Answer, Citation, Evidence, SearchHit, Statement
 from rag.retrieval import Retriever
 
 if TYPE_CHECKING:
+    from rag.abstention import AbstentionModel
     from rag.embedding import Embedder
     from rag.evidence import Selection
+    from rag.extractive import PassageScorer
+    from rag.generation import GenerationResult
     from rag.indexing import IndexReport
 
 MAX_QUOTED = 8  # lines quoted per citation in plain-text output
@@ -84,6 +87,8 @@ class Pipeline:
         self.count = token_counter(settings.evidence.encoding)
         self.generator_name = generator or settings.generation.generator
         self._generator: object | None = None
+        self._abstention: AbstentionModel | None = None
+        self._scorer: PassageScorer | None = None
 
     def __enter__(self) -> Self:
         return self
@@ -102,8 +107,55 @@ class Pipeline:
         if self._generator is None:
             from rag.generation import make_generator
 
-            self._generator = make_generator(self.settings, self.generator_name)
+            self._generator = make_generator(self.settings, self.generator_name,
+                                             embedder=self._embedder())
         return self._generator
+
+    def _embedder(self) -> Embedder | None:
+        """The retriever's embedder (a stand-in retriever may have none: words only then)."""
+        return getattr(self.retriever, "embedder", None)
+
+    def scorer(self) -> PassageScorer:
+        """Scores evidence sentences against the question (abstention, extractive answers)."""
+        if self._scorer is None:
+            from rag.extractive import PassageScorer
+
+            self._scorer = PassageScorer(self._embedder())
+        return self._scorer
+
+    def abstention_signals(self, question: str, evidence: Sequence[Evidence],
+                           groups: frozenset[str]) -> dict[str, float]:
+        """What the abstention model reads: best dense and BM25 scores, coverage, and how
+        well the best evidence sentence matches (see rag.abstention)."""
+        from rag.abstention import signals
+
+        def top(mode: str) -> float:
+            hits = self.retriever.search(question, k=1, mode=mode, groups=groups)
+            return hits[0].score if hits else 0.0
+
+        passages = self.scorer().passages(question, evidence)
+        return signals(question, evidence, passages, top("dense"), top("lexical"))
+
+    def answerable(self, question: str, evidence: Sequence[Evidence],
+                   groups: frozenset[str]) -> tuple[bool, dict[str, float]]:
+        """The code-side abstention decision (verification.abstention) and its signals."""
+        mode = self.settings.verification.abstention
+        if mode == "off":
+            return True, {}
+        if mode == "model" and self._abstention is None:
+            from rag.abstention import load_model
+
+            self._abstention = load_model(self.settings.verification.abstention_model)
+        fitted_for = self._abstention.embedding_model if self._abstention else ""
+        embedder = self._embedder()
+        if mode == "coverage" or embedder is None or fitted_for not in ("", embedder.name):
+            coverage = _coverage(question, tuple(evidence))
+            return coverage >= self.settings.verification.min_question_coverage, {
+                "coverage": coverage}
+        assert self._abstention is not None
+        values = self.abstention_signals(question, evidence, groups)
+        p = self._abstention.probability(values)
+        return p >= self._abstention.threshold, {**values, "p_answerable": round(p, 4)}
 
     def select(self, question: str, hits: Sequence[SearchHit],
                groups: frozenset[str]) -> Selection:
@@ -135,13 +187,23 @@ class Pipeline:
             "excluded": selection.excluded,
             "generator": name, "timings": timings, "hits": tuple(hits),
         }
-        if not evidence or _coverage(question, evidence) < (
-                self.settings.verification.min_question_coverage):
+        if not evidence:
+            return Answer(answer=INSUFFICIENT, statements=(), citations=(),
+                          insufficient_evidence=True, **base)
+        t0 = time.perf_counter()
+        ok, base["abstention"] = self.answerable(question, evidence, groups)
+        timings["abstain"] = time.perf_counter() - t0
+        if not ok:
             return Answer(answer=INSUFFICIENT, statements=(), citations=(),
                           insufficient_evidence=True, **base)
 
         t0 = time.perf_counter()
-        result = self.generator().generate(question, evidence)  # type: ignore[attr-defined]
+        generator = self.generator()
+        use_embedder = getattr(generator, "use_embedder", None)
+        embedder = self._embedder()
+        if use_embedder is not None and embedder is not None:  # built elsewhere (server)
+            use_embedder(embedder)
+        result = generator.generate(question, evidence)  # type: ignore[attr-defined]
         timings["generate"] = time.perf_counter() - t0
         tokens = {"prompt": result.prompt_tokens, "completion": result.completion_tokens}
         labels = [label for s in result.answer.statements for label in s.evidence]
@@ -150,8 +212,8 @@ class Pipeline:
                   "labels_verified": sum(label in shown for label in labels)}
 
         t0 = time.perf_counter()
-        statements, fallback = _verified(result.answer, evidence, self.settings, groups,
-                                         question, name)
+        statements, fallback = _verified(result, evidence, self.settings, groups,
+                                         question, name, self._embedder())
         timings["verify"] = time.perf_counter() - t0
         supported = tuple(s for s in statements if s.supported)
         unsupported = tuple(s for s in statements if not s.supported)
@@ -162,7 +224,7 @@ class Pipeline:
             return Answer(answer=INSUFFICIENT, statements=(), citations=(),
                           insufficient_evidence=True, **common)
         return Answer(
-            answer=" ".join(s.text for s in supported),
+            answer=_join(s.text for s in supported),
             statements=supported,
             citations=_unique(c for s in supported for c in s.citations),
             insufficient_evidence=False,
@@ -178,42 +240,50 @@ def _coverage(question: str, evidence: tuple[Evidence, ...]) -> float:
 
 
 def _verified(
-    model_answer: object, evidence: tuple[Evidence, ...], settings: Settings,
-    groups: frozenset[str], question: str, name: str,
+    result: GenerationResult, evidence: tuple[Evidence, ...], settings: Settings,
+    groups: frozenset[str], question: str, name: str, embedder: Embedder | None = None,
 ) -> tuple[list[Statement], bool]:
     """Check the model's statements; fall back to an extractive answer if none survive."""
-    from rag.generation import ExtractiveGenerator
+    from rag.extractive import ExtractiveGenerator
     from rag.verification import check_support
 
     threshold = settings.verification.support_threshold
 
-    def check(answer: object) -> list[Statement]:
-        if getattr(answer, "insufficient_evidence", False):
+    def check(generated: GenerationResult) -> list[Statement]:
+        answer = generated.answer
+        if answer.insufficient_evidence:
             return []
-        pairs = [(s.text, s.evidence) for s in answer.statements]  # type: ignore[attr-defined]
-        return check_support(pairs, evidence, threshold=threshold, allowed_groups=groups)
+        pairs = [(s.text, s.evidence) for s in answer.statements]
+        return check_support(pairs, evidence, threshold=threshold, allowed_groups=groups,
+                             quotes=generated.quotes)
 
+    model_answer = result.answer
     try:
-        statements = check(model_answer)
+        statements = check(result)
         failed = not any(s.supported for s in statements)
     except CitationError:
         if not settings.verification.extractive_fallback or name == "extractive":
             raise
         statements, failed = [], True
     if (not failed or name == "extractive" or not settings.verification.extractive_fallback
-            or getattr(model_answer, "insufficient_evidence", False)):
+            or model_answer.insufficient_evidence):
         return statements, False
-    fallback = ExtractiveGenerator().generate(question, evidence).answer
-    extractive = check(fallback)
+    extractive = check(ExtractiveGenerator(embedder).generate(question, evidence))
     if not any(s.supported for s in extractive):
         return statements, False
     return extractive, True
 
 
+def _join(texts: Iterable[str]) -> str:
+    """Statements joined into one answer; quotes holding code keep their lines."""
+    parts = list(texts)
+    return ("\n\n" if any("\n" in t for t in parts) else " ").join(parts)
+
+
 def _unique(citations: Iterable[Citation]) -> tuple[Citation, ...]:
-    seen: dict[str, Citation] = {}
+    seen: dict[tuple[str, int, int], Citation] = {}
     for c in citations:
-        seen.setdefault(c.label, c)
+        seen.setdefault((c.label, c.start_line, c.end_line), c)
     return tuple(seen.values())
 
 
@@ -222,7 +292,7 @@ def render_answer(answer: Answer, docs_root: Path | None = None) -> str:
     quoted from the file (checked against the file as it is now). Every field from a document
     or the model is made terminal-safe and kept on its own line (rag.terminal.one_line)."""
     from rag.terminal import one_line as safe
-    from rag.verification import quote_lines
+    from rag.verification import cited_text, quote_lines
 
     lines: list[str] = []
     if answer.extractive_fallback:
@@ -245,7 +315,8 @@ def render_answer(answer: Answer, docs_root: Path | None = None) -> str:
         if docs_root is not None:
             chunk = by_label[c.label].chunk
             quoted, note = quote_lines(docs_root, c.source_path, c.start_line, c.end_line,
-                                       chunk.text, cols=(chunk.start_col, chunk.end_col))
+                                       cited_text(chunk, c.start_line, c.end_line),
+                                       cols=(chunk.start_col, chunk.end_col))
         if note is not None:
             lines.append(f"        ({safe(note)})")
             continue

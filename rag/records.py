@@ -143,6 +143,7 @@ class Answer:
     tokens: dict[str, int] = field(default_factory=dict)  # prompt / completion
     label_checks: dict[str, int] = field(default_factory=dict)  # labels cited / verified
     hits: tuple[SearchHit, ...] = ()  # what retrieval returned, before evidence selection
+    abstention: dict[str, float] = field(default_factory=dict)  # signals of the decision
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -159,6 +160,7 @@ class Answer:
             "timings": self.timings,
             "tokens": self.tokens,
             "label_checks": self.label_checks,
+            "abstention": self.abstention,
         }
 
 

@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 
 from rag.errors import CitationError
-from rag.records import Citation, Evidence, Statement
+from rag.records import Chunk, Citation, Evidence, Statement
 from rag.text import content_words, normalise, parts, words
 
 _LABEL_SHAPE = re.compile(r"E([1-9][0-9]*)")
@@ -114,23 +115,83 @@ def support_score(statement: str, cited: Sequence[Evidence]) -> float:
     return sum(_found(w, vocab) for w in claimed) / len(claimed)
 
 
+def _chunk_lines(chunk: Chunk) -> list[str] | None:
+    """The chunk's text as its lines, or None when they do not fill its line range."""
+    lines = chunk.text.split("\n")
+    return lines if len(lines) == chunk.end_line - chunk.start_line + 1 else None
+
+
+def cited_text(chunk: Chunk, start: int, end: int) -> str:
+    """The indexed text of lines start..end of a chunk (what the file must still hold)."""
+    lines = _chunk_lines(chunk)
+    if lines is None or (start, end) == (chunk.start_line, chunk.end_line):
+        return chunk.text
+    return "\n".join(lines[start - chunk.start_line:end - chunk.start_line + 1])
+
+
+_SPACE = re.compile(r"\s+")
+
+
+def locate_quote(text: str, chunk: Chunk) -> tuple[int, int] | None:
+    """File lines of a statement the chunk holds verbatim (whitespace aside), found once."""
+    lines = _chunk_lines(chunk)
+    needle = _SPACE.sub(" ", text).strip()
+    if lines is None or len(needle.split()) < MIN_CONTENT_WORDS:
+        return None
+    flat, starts = "", []
+    for line in lines:
+        starts.append(len(flat))
+        flat += _SPACE.sub(" ", line).strip() + " "
+    at = flat.find(needle)
+    if at < 0 or flat.find(needle, at + 1) >= 0:
+        return None
+    end = at + len(needle) - 1
+    first = max(i for i, s in enumerate(starts) if s <= at)
+    last = max(i for i, s in enumerate(starts) if s <= end)
+    return chunk.start_line + first, chunk.start_line + last
+
+
+def narrow(citation: Citation, chunk: Chunk, lines: tuple[int, int] | None) -> Citation:
+    """The citation cut to the quoted lines when they lie inside its chunk, else as it is."""
+    if lines is None or _chunk_lines(chunk) is None:
+        return citation
+    start, end = lines
+    if not chunk.start_line <= start <= end <= chunk.end_line:
+        return citation
+    return replace(citation, start_line=start, end_line=end)
+
+
+def missing_words(text: str, cited: Sequence[Evidence]) -> list[str]:
+    """The content words of ``text`` that none of the cited evidence holds (see
+    support_score), in a stable order."""
+    vocab = _vocabulary(cited)
+    return sorted(w for w in content_words(text) if not _found(w, vocab))
+
+
 def check_support(
     statements: Sequence[tuple[str, Sequence[str]]],
     evidence: Sequence[Evidence],
     *,
     threshold: float,
     allowed_groups: frozenset[str] | None = None,
+    quotes: Sequence[tuple[int, int] | None] = (),
 ) -> list[Statement]:
     """Verify every statement's labels and score it against exactly the evidence it cites.
 
     A statement is supported when it cites something and its score reaches ``threshold``.
-    Unknown or forbidden labels raise CitationError (see verify_citations).
+    Unknown or forbidden labels raise CitationError (see verify_citations). A statement
+    citing one label is cited line-precisely: at the lines it quotes (``quotes``, given by
+    the generator, checked to lie inside the chunk), or where the chunk holds it verbatim.
     """
     by_label = {ev.label: ev for ev in evidence}
     out: list[Statement] = []
-    for text, labels in statements:
+    for n, (text, labels) in enumerate(statements):
         citations = verify_citations(labels, evidence, allowed_groups=allowed_groups)
         score = support_score(text, [by_label[c.label] for c in citations])
+        if len(citations) == 1:
+            chunk = by_label[citations[0].label].chunk
+            lines = quotes[n] if n < len(quotes) else None
+            citations = [narrow(citations[0], chunk, lines or locate_quote(text, chunk))]
         out.append(
             Statement(
                 text=text,

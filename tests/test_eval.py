@@ -124,3 +124,24 @@ def test_unseen_docs_and_missing_sources_are_reported(docs: Path, tmp_path: Path
     by_id = {c["id"]: c for c in report["cases"]}
     assert by_id["ports"]["metrics"]["hit@5"] == 1.0
     assert report["missing_sources"] == ["changelog.md"]
+
+
+@pytest.mark.slow
+def test_quick_start_question_is_answered_from_the_reindexing_guide(tmp_path: Path):
+    """The README's quick start question: `rag index` again, cited at exactly those lines."""
+    index = tmp_path / "index"
+    runner = CliRunner()
+    result = runner.invoke(app, ["index", str(REPO / "corpus"), "--index", str(index)])
+    assert result.exit_code == 0, result.stderr
+    result = runner.invoke(app, ["ask", "How do I re-index after editing the docs?",
+                                 "--generator", "extractive", "--index", str(index), "--json"])
+    assert result.exit_code == 0, result.stderr
+    answer = json.loads(result.stdout)
+    assert "Run `rag index` on the same folder again" in answer["answer"]
+    cited = [(c["source_path"], c["start_line"], c["end_line"]) for c in answer["citations"]]
+    assert ("guide/reindexing.md", 3, 4) in cited
+    assert not any(path == "notes/community-tips.md" for path, _, _ in cited)
+    plain = runner.invoke(app, ["ask", "How do I re-index after editing the docs?",
+                                "--generator", "extractive", "--index", str(index)])
+    assert "guide/reindexing.md:3-4" in plain.stdout
+    assert "    3 | Run `rag index` on the same folder again" in plain.stdout

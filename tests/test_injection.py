@@ -231,7 +231,10 @@ def test_model_citing_a_forged_label_never_reaches_the_user(attack_index):
     index, retriever = attack_index
     with _pipeline(index, retriever, Settings()) as pipeline:
         answer = pipeline.ask("What is the pelican port?")
-    assert answer.extractive_fallback  # the model's answer was thrown away
+    # the model's answer was thrown away: an extractive answer stands in, or none at all
+    # (every paragraph here carries a forged closer, so none is quotable)
+    assert answer.extractive_fallback or answer.insufficient_evidence
+    assert "9999" not in answer.answer
     shown = {e.label for e in answer.evidence}
     assert all(c.label in shown for c in answer.citations)
     assert answer.label_checks == {"labels_cited": 1, "labels_verified": 0}
@@ -252,8 +255,8 @@ def test_extractive_answer_cites_only_shown_labels(attack_index, question):
     for statement in answer.statements:
         for c in statement.citations:
             chunk = by_label[c.label]  # a KeyError here would be a forged label
-            assert (c.source_path, c.start_line, c.end_line, c.chunk_id) == (
-                chunk.source_path, chunk.start_line, chunk.end_line, chunk.chunk_id)
+            assert (c.source_path, c.chunk_id) == (chunk.source_path, chunk.chunk_id)
+            assert chunk.start_line <= c.start_line <= c.end_line <= chunk.end_line
     rendered = render_answer(answer)
     cited = re.findall(r"^  \[([^\]]*)\] ", rendered, flags=re.MULTILINE)
     assert set(cited) <= set(by_label) and "E99" not in cited

@@ -98,6 +98,7 @@ def test_unknown_labels_fall_back_to_an_extractive_answer_or_fail(docs, tmp_path
 
 
 def test_model_abstention_and_the_coverage_gate(docs, tmp_path, settings, embedder):
+    settings.verification.abstention = "coverage"
     pipeline = _pipeline(docs, tmp_path, settings, embedder, "scripted")
     scripted = Scripted([], insufficient=True)
     pipeline._generator = scripted
@@ -107,3 +108,76 @@ def test_model_abstention_and_the_coverage_gate(docs, tmp_path, settings, embedd
     # nothing in the docs covers this question: no model call at all
     answer = pipeline.ask("Does the orchestrator support quantum blockchain federation?")
     assert answer.insufficient_evidence and len(scripted.prompts) == 1
+
+
+def _extractive(docs, tmp_path, settings, embedder):
+    settings.verification.abstention = "off"
+    return _pipeline(docs, tmp_path, settings, embedder, "extractive")
+
+
+def test_extractive_citations_name_exactly_the_quoted_lines(docs, tmp_path, settings, embedder):
+    from rag.pipeline import render_answer
+
+    pipeline = _extractive(docs, tmp_path, settings, embedder)
+    answer = pipeline.ask("Which address does Tidewatch bind to by default?")
+    assert "127.0.0.1" in answer.answer
+    file_lines = (docs / "server-ports.md").read_text(encoding="utf-8-sig").splitlines()
+    by_label = {e.label: e.chunk for e in answer.evidence}
+    for c in answer.citations:
+        chunk = by_label[c.label]
+        assert chunk.start_line <= c.start_line <= c.end_line <= chunk.end_line
+    c = next(c for c in answer.citations if c.source_path == "server-ports.md")
+    quoted = "\n".join(file_lines[c.start_line - 1:c.end_line])
+    assert "By default Tidewatch binds" in quoted
+    assert c.end_line - c.start_line < 3  # the sentence's lines, not the whole section
+    rendered = render_answer(answer, docs)
+    assert f"server-ports.md:{c.start_line}-{c.end_line}" in rendered
+    assert f"{c.start_line:>5} | {file_lines[c.start_line - 1]}" in rendered
+    json_cite = next(d for d in answer.to_dict()["citations"] if d["label"] == c.label)
+    assert (json_cite["start_line"], json_cite["end_line"]) == (c.start_line, c.end_line)
+
+
+def test_a_model_statement_found_verbatim_is_cited_at_its_lines(docs, tmp_path, settings,
+                                                                embedder):
+    pipeline = _extractive(docs, tmp_path, settings, embedder)
+    hits = pipeline.retriever.search(PORT_QUESTION)
+    selected = pipeline.select(PORT_QUESTION, hits, frozenset()).evidence
+    ports = next(e for e in selected if "Ports below 1024" in e.chunk.text)
+    pipeline._generator = Scripted([
+        ("Ports below 1024 need root or the `CAP_NET_BIND_SERVICE` capability.", [ports.label]),
+        ("Low ports need root or an extra capability.", [ports.label]),  # a paraphrase
+    ])
+    pipeline.generator_name = "scripted"
+    answer = pipeline.ask(PORT_QUESTION)
+    verbatim, paraphrase = answer.statements
+    lines = (docs / "server-ports.md").read_text(encoding="utf-8-sig").splitlines()
+    start, end = verbatim.citations[0].start_line, verbatim.citations[0].end_line
+    assert "Ports below 1024" in lines[start - 1] and "CAP_NET_BIND_SERVICE" in lines[end - 1]
+    chunk = ports.chunk
+    assert (paraphrase.citations[0].start_line, paraphrase.citations[0].end_line) == (
+        chunk.start_line, chunk.end_line)
+
+
+def test_the_abstention_model_decides_before_any_model_call(docs, tmp_path, settings,
+                                                            embedder):
+    import json
+
+    from rag.errors import ConfigError
+
+    never = tmp_path / "never.json"
+    never.write_text(json.dumps({"features": ["coverage"], "mean": [0.0], "scale": [1.0],
+                                 "weights": [0.0], "bias": -20.0, "threshold": 0.5}))
+    settings.verification.abstention_model = str(never)
+    pipeline = _pipeline(docs, tmp_path, settings, embedder, "scripted")
+    scripted = Scripted([("The HTTP API listens on port 8080.", ["E1"])])
+    pipeline._generator = scripted
+    answer = pipeline.ask(PORT_QUESTION)
+    assert answer.insufficient_evidence and not scripted.prompts  # no model call at all
+    assert answer.to_dict()["abstention"]["p_answerable"] < 0.5
+    settings.verification.abstention = "off"
+    assert not pipeline.ask(PORT_QUESTION).insufficient_evidence
+    settings.verification.abstention = "model"
+    never.write_text("{}")
+    pipeline._abstention = None
+    with pytest.raises(ConfigError, match="abstention_model"):
+        pipeline.ask(PORT_QUESTION)

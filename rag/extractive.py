@@ -1,0 +1,347 @@
+"""Extractive answers: quote the evidence passage that answers the question; no model.
+
+Evidence chunks are read into quotable sentences with their lines (rag/passages.py), and
+every sentence is scored against the question: the embedder's cosine, an overlap of
+stemmed content words (over the sentence and the window it runs on into), the heading
+path, and whether it holds the kind of thing the question asks for. The answer quotes the
+best passage verbatim, running on through its section, plus the code block, list or table
+that a sentence ending in ":" introduces. Each quote carries the file lines it came from,
+so its citation is line-precise.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from rag.passages import (
+    FACT,
+    Sentence,
+    attachment,
+    quote,
+    read_blocks,
+    sentences,
+    split_sentences,
+)
+from rag.records import Evidence
+from rag.text import STOPWORDS, parts, stem, tokens
+
+__all__ = ["ExtractiveGenerator", "PassageScorer", "answer_kinds", "choose", "split_sentences"]
+
+if TYPE_CHECKING:
+    from rag.embedding import Embedder
+    from rag.generation import GenerationResult
+
+# --- scoring ---------------------------------------------------------------------------------
+
+
+def _stems(tok: str) -> list[str]:
+    """A token's stem, plus those of a hyphenated word's parts (re-index: re-index, index)."""
+    pieces = parts(tok)
+    if len(pieces) > 1 and "-" in tok and all(p.isalpha() for p in pieces):
+        return ["-".join(stem(p) for p in pieces)] + [
+            stem(p) for p in pieces if p not in STOPWORDS and len(p) > 1]
+    return [stem(tok)]
+
+
+def query_terms(text: str) -> list[str]:
+    """Stemmed content words of a question (rag.text), each once, in order."""
+    seen: dict[str, None] = {}
+    for tok in tokens(text):
+        if tok not in STOPWORDS and (len(tok) > 1 or tok.isdigit()):
+            seen.update(dict.fromkeys(_stems(tok)))
+    return list(seen)
+
+
+def _terms(text: str) -> set[str]:
+    return {s for t in tokens(text) if t not in STOPWORDS for s in _stems(t)}
+
+
+@dataclass
+class Passage:
+    """A candidate quote: a sentence plus what it introduces, with its scores."""
+
+    evidence: Evidence
+    rank: int  # 0-based position of its evidence
+    sentence: Sentence
+    text: str  # the quote as the answer shows it
+    lines: tuple[int, int]  # file lines, inclusive
+    terms: set[str]
+    heading: str
+    dense: float = 0.0
+    lexical: float = 0.0
+    heading_match: float = 0.0
+    window_lexical: float = 0.0
+    kind_match: float = 0.0  # the quote holds the kind of thing the question asks for
+    score: float = 0.0
+    section: int = -1  # chunk line of the heading it sits under
+    window: list[Passage] = field(default_factory=list)  # what a quote of it runs on to
+    idf: dict[str, float] = field(default_factory=dict)  # question term weights (shared)
+
+    @property
+    def words(self) -> int:
+        return len(self.text.split())
+
+
+_VECTORS: dict[tuple[str, str], np.ndarray] = {}  # (embedder, sentence) -> vector
+_VECTOR_CACHE = 50_000
+
+
+class PassageScorer:
+    """Scores evidence sentences against a question; sentence vectors are cached by text
+    (shared by every scorer in the process, so the abstention check and the answer that
+    follows embed each sentence once)."""
+
+    def __init__(self, embedder: Embedder | None = None) -> None:
+        self.embedder = embedder
+
+    def _embed(self, texts: Sequence[str]) -> np.ndarray:
+        assert self.embedder is not None
+        name = self.embedder.name
+        missing = list(dict.fromkeys(t for t in texts if (name, t) not in _VECTORS))
+        if missing:
+            if len(_VECTORS) + len(missing) > _VECTOR_CACHE:
+                _VECTORS.clear()
+            for text, vec in zip(missing, self.embedder.embed_batch(missing)):
+                _VECTORS[(name, text)] = vec
+        return np.stack([_VECTORS[(name, t)] for t in texts])
+
+    def passages(self, question: str, evidence: Sequence[Evidence]) -> list[Passage]:
+        """Every quotable passage of the evidence, scored, best first."""
+        found: list[Passage] = []
+        for rank, ev in enumerate(evidence):
+            chunk = ev.chunk
+            blocks = read_blocks(chunk.text, chunk.start_line == 1)
+            in_chunk: list[Passage] = []
+            for sentence in sentences(blocks):
+                attached = attachment(blocks, sentence)
+                text, last = quote(sentence, attached)
+                heading = " > ".join(h for h in (chunk.heading or "",
+                                                  blocks[sentence.block].heading) if h)
+                in_chunk.append(Passage(ev, rank, sentence, text,
+                                        (chunk.start_line + sentence.first,
+                                         chunk.start_line + last),
+                                        _terms(text), heading,
+                                        section=blocks[sentence.block].heading_line))
+            _link_windows(in_chunk)
+            found.extend(in_chunk)
+        query = query_terms(question)
+        if not found or not query:
+            return []
+        n = len(found)
+        df = Counter(t for p in found for t in set(p.terms) & set(query))
+        idf = {t: math.log(1 + (n - df[t] + 0.5) / (df[t] + 0.5)) for t in query}
+        total = sum(idf.values()) or 1.0
+        weights = {t: w / total for t, w in idf.items()}
+        for p in found:
+            p.idf = weights
+            p.lexical = sum(idf[t] for t in query if t in p.terms) / total
+            window_terms = set().union(*(w.terms for w in p.window)) | p.terms
+            p.window_lexical = sum(idf[t] for t in query if t in window_terms) / total
+            head = _terms(p.heading)
+            p.heading_match = sum(idf[t] for t in query if t in head) / total
+        wants = answer_kinds(question)
+        asked = set(tokens(question))
+        for p in found:
+            lexical = (1 - WINDOW_SHARE) * p.lexical + WINDOW_SHARE * p.window_lexical
+            p.kind_match = float(bool(wants) and _has_kind(p, wants, asked))
+            p.score = (W_LEXICAL * lexical + W_HEADING * p.heading_match
+                       + W_KIND * p.kind_match) / (1 + RANK_PRIOR * p.rank)
+        if self.embedder is not None:
+            # Only the lexically likeliest sentences are embedded: a sentence sharing no
+            # word and no heading with the question rarely answers it, and embedding every
+            # sentence of eight chunks costs more than the whole search.
+            found.sort(key=lambda p: -p.score)
+            head = found[:EMBED_TOP]
+            vectors = self._embed([question] + [p.sentence.text for p in head])
+            for p, sim in zip(head, vectors[1:] @ vectors[0]):
+                p.dense = float(sim)
+                p.score += W_DENSE * p.dense / (1 + RANK_PRIOR * p.rank)
+        found.sort(key=lambda p: (-p.score, p.rank, p.lines[0]))
+        return found
+
+
+EMBED_TOP = 12  # sentences embedded per question
+WINDOW_WORDS = 70  # a quote runs on from its best sentence up to this many words
+WINDOW_SHARE = 0.3  # weight of the whole window's word overlap against the sentence's
+
+
+def _link_windows(in_chunk: Sequence[Passage]) -> None:
+    """Give each passage the sentences that follow it in its section, up to WINDOW_WORDS."""
+    for i, p in enumerate(in_chunk):
+        words, last = p.words, p.lines[1]
+        for q in in_chunk[i + 1:]:
+            if q.section != p.section or q.lines[0] <= last or words + q.words > WINDOW_WORDS:
+                break
+            p.window.append(q)
+            words, last = words + q.words, q.lines[1]
+
+
+W_DENSE, W_LEXICAL, W_HEADING, W_KIND = 0.3, 0.35, 0.35, 0.1
+
+# --- what kind of answer a question asks for --------------------------------------------------
+
+_ASK_CODE = re.compile(r"(?i)^(?:how\b|what\s+(?:option|parameter|setting|argument|command|"
+                       r"flag|decorator|function|class|method)|which\s+(?:option|parameter|"
+                       r"setting|argument|command|flag|decorator|function|class|method|package)"
+                       r"|is\s+there\s+a\s+way|can\s+i\b)|\bhow\s+(?:do|can|should)\b")
+_ASK_NUMBER = re.compile(r"(?i)\bhow\s+(?:long|many|much|big|large|often)\b|\bwhat\s+"
+                         r"(?:size|port|number|limit|timeout)|\bdefault\b|\bbelow\s+what\b")
+_ASK_WHY = re.compile(r"(?i)^why\b|\bwhy\s+(?:does|do|is|should|shouldn't|can't)\b")
+_CODE_SPAN = re.compile(r"`([^`]+)`")
+_REASON = re.compile(r"(?i)\b(?:because|so\s+that|otherwise|to\s+avoid|in\s+order\s+to|"
+                     r"that\s+way|this\s+way|which\s+means|as\s+a\s+result|since)\b")
+_NUMBER = re.compile(r"\b\d+(?:\.\d+)*\b")
+
+
+def answer_kinds(question: str) -> frozenset[str]:
+    """What the question asks for: code (how do I...), a number, a version, a reason."""
+    kinds = set()
+    if _ASK_CODE.search(question):
+        kinds.add("code")
+    if _ASK_NUMBER.search(question):
+        kinds.add("number")
+    if _asks_when(question):
+        kinds.add("version")
+    if _ASK_WHY.search(question):
+        kinds.add("reason")
+    return frozenset(kinds)
+
+
+def _has_kind(p: Passage, wants: frozenset[str], asked: set[str]) -> bool:
+    """Whether the quote (run on through its window) holds something of a wanted kind that
+    the question did not already say."""
+    text = " ".join([p.text, *(w.text for w in p.window)])
+    if "code" in wants and ("\n" in text or any(
+            not set(tokens(span)) <= asked for span in _CODE_SPAN.findall(text))):
+        return True
+    if "number" in wants and any(n not in asked for n in _NUMBER.findall(text)):
+        return True
+    if "version" in wants and any(f not in asked for f in FACT.findall(text + p.heading)):
+        return True
+    return "reason" in wants and bool(_REASON.search(text))
+RANK_PRIOR = 0.05
+
+
+# --- choosing what to quote ------------------------------------------------------------------
+
+ANSWER_WORDS = 110  # budget for the whole answer, code included
+MAX_PASSAGE_WORDS = 150  # a passage longer than this is never quoted
+EXTRACTIVE_STATEMENTS = 3
+RELATIVE_FLOOR = 0.8  # a further passage must score this share of the best one
+MIN_NEW = 0.15  # ...and cover this share (idf-weighted) of the question not yet covered,
+MIN_NEW_TERMS = 1  # in at least this many question words
+SECOND_LEXICAL = 0.2  # and hold this share (idf-weighted) of the question's words itself
+HEADING_REACH = 12  # a fact heading this many lines above a quote is quoted with it
+_WHEN = frozenset(stem(w) for w in ("version", "when", "since", "release", "released",
+                                    "added", "introduced", "date", "changelog"))
+
+
+@dataclass(frozen=True)
+class Quote:
+    """One statement of an extractive answer: verbatim text, its evidence, its file lines."""
+
+    text: str
+    label: str
+    lines: tuple[int, int]
+
+
+def _asks_when(question: str) -> bool:
+    return bool(FACT.search(question)) or bool(_WHEN & set(query_terms(question)))
+
+
+def _with_heading_fact(p: Passage, question: str,
+                       quote: tuple[str, tuple[int, int]] | None = None,
+                       ) -> tuple[str, tuple[int, int]]:
+    """A version or date that lives only in the heading path is part of the answer."""
+    text, lines = quote or (p.text, p.lines)
+    if not _asks_when(question):
+        return text, lines
+    facts = [seg for seg in p.heading.split(" > ") if FACT.search(seg)]
+    if not facts or FACT.search(text):
+        return text, lines
+    chunk = p.evidence.chunk
+    blocks = read_blocks(chunk.text, chunk.start_line == 1)
+    block = blocks[p.sentence.block]
+    if block.fact_line >= 0 and p.sentence.first - block.fact_line <= HEADING_REACH:
+        lines = (chunk.start_line + block.fact_line, lines[1])
+    return f"{facts[-1]}: {text}", lines
+
+
+def _window_quote(p: Passage) -> tuple[str, tuple[int, int], int]:
+    parts, last = [p.text], p.lines[1]
+    for q in p.window:
+        parts.append(q.text)
+        last = q.lines[1]
+    return " ".join(parts), (p.lines[0], last), sum(
+        len(t.split()) for t in parts)
+
+
+def choose(question: str, passages: Sequence[Passage]) -> list[Quote]:
+    """The best passage run on through its section, plus up to two more that score nearly
+    as well and cover question words the first did not; adjacent quotes of one chunk merge."""
+    usable = [p for p in passages if p.words <= MAX_PASSAGE_WORDS and p.score > 0]
+    if not usable:
+        return []
+    query = set(query_terms(question))
+    best = usable[0]
+    chosen = [best]
+    covered = best.terms.union(*(w.terms for w in best.window)) | _terms(best.heading)
+    words = _window_quote(best)[2]
+    for p in usable[1:]:
+        if len(chosen) == EXTRACTIVE_STATEMENTS or p.score < RELATIVE_FLOOR * best.score:
+            break
+        if p.lexical < SECOND_LEXICAL:
+            continue  # a further quote must match the question by its own words
+        new = (p.terms & query) - covered
+        if words + p.words > ANSWER_WORDS or len(new) < MIN_NEW_TERMS or sum(
+                p.idf.get(t, 0.0) for t in new) < MIN_NEW:
+            continue  # too long, or adds too little of what the question asks
+        if any(q.evidence.label == p.evidence.label and q.lines[0] <= p.lines[1]
+               and p.lines[0] <= _window_quote(q)[1][1] for q in chosen):
+            continue  # overlaps a quote already taken
+        chosen.append(p)
+        covered |= p.terms
+        words += p.words
+    quotes: list[Quote] = []
+    for p in sorted(chosen, key=lambda c: (c.rank, c.lines[0])):
+        text, lines = _with_heading_fact(p, question)
+        if p is best:
+            text, lines = _with_heading_fact(p, question, _window_quote(p)[:2])
+        prev = quotes[-1] if quotes else None
+        if prev is not None and prev.label == p.evidence.label and 0 <= lines[0] - prev.lines[1] <= 2:
+            quotes[-1] = Quote(f"{prev.text} {text}", prev.label, (prev.lines[0], lines[1]))
+        else:
+            quotes.append(Quote(text, p.evidence.label, lines))
+    return quotes
+
+
+class ExtractiveGenerator:
+    """Answers by quoting the evidence passage closest to the question (no model)."""
+
+    name = "extractive"
+
+    def __init__(self, embedder: Embedder | None = None,
+                 scorer: PassageScorer | None = None) -> None:
+        self.scorer = scorer or PassageScorer(embedder)
+
+    def use_embedder(self, embedder: Embedder) -> None:
+        """Score with this embedder from now on, unless one was given when built."""
+        if self.scorer.embedder is None:
+            self.scorer.embedder = embedder
+
+    def generate(self, question: str, evidence: Sequence[Evidence]) -> GenerationResult:
+        """Quote the best passage(s); each statement's quoted file lines ride along."""
+        from rag.generation import GenerationResult, ModelAnswer, ModelStatement
+
+        quotes = choose(question, self.scorer.passages(question, evidence))
+        statements = [ModelStatement(text=q.text, evidence=[q.label]) for q in quotes]
+        answer = ModelAnswer(statements=statements, insufficient_evidence=not statements)
+        return GenerationResult(answer, 0, 0, 1, "extractive",
+                                quotes=tuple(q.lines for q in quotes))

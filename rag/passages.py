@@ -1,0 +1,250 @@
+"""Quotable units of a chunk's Markdown: blocks (prose, list items, table rows, code) and
+sentences, each with the chunk lines it came from, and what a sentence ending in ":"
+introduces.
+
+Never quotable: docs-generator markup (see :func:`is_markup_line`; a shared markup
+module may replace it), paragraphs that carry evidence-block markup or address the
+assistant (how a document tries to forge evidence or give orders; the delimiters and the
+label check are the guarantees), fragments and sentences cut short.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+_FENCE = re.compile(r"^\s*(`{3,}|~{3,})")
+_BULLET = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s+")
+_HEADING = re.compile(r"^#{1,6}\s+(.*?)\s*(?:\{\s*#[^}]*\})?\s*#*\s*$")
+_ANCHOR = re.compile(r"\s*\{\s*#[^}]*\}")
+# Lines that are docs-generator markup, not content: admonition and tab markers (/// note,
+# !!! tip, ::: info), Hugo shortcodes, file includes, link definitions, bare HTML tags.
+_MARKUP_LINE = re.compile(
+    r"^(?:/{3,}.*|[!?]{3}.*|:{3,}.*|\{\{[<%].*[%>]\}\}|\{\*.*\*\}|\[[^\]]+\]:\s*\S+.*"
+    r"|(?:</?[A-Za-z][\w-]*(?:\s[^<>]*)?/?>\s*)+)$"
+)
+_INLINE_SHORTCODE = re.compile(r"\{\{[<%]|[%>]\}\}")
+_HTML_TAG = re.compile(r"</?[A-Za-z][\w-]*(?:\s[^<>]*)?/?>")
+# Paragraphs that carry evidence-block markup or speak to the assistant are never quoted.
+_MARKUP = re.compile(r"(?i)^(?:evidence\s+e\d+\b|(?:source|lines|heading|content)\s*:)"
+                     r"|<\s*/?\s*untrusted|<!--")
+_ADDRESSED = re.compile(
+    r"(?i)\b(?:ignore\s+(?:all\s+|any\s+)?(?:the\s+)?(?:previous|prior|earlier|above)\s+"
+    r"instructions|you\s+are\s+(?:now\s+)?an?\s+(?:helpful\s+)?(?:ai\s+)?assistant|"
+    r"from\s+now\s+on,?\s+you|system\s+(?:note|prompt)|do\s+not\s+mention|cite\s+e\d+)\b"
+)
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9`\"'(\[*_])")
+_COMPLETE = re.compile(r"[.!?:;)\]\"'`*]$")
+FACT = re.compile(r"\b(?:v?\d+\.\d+(?:\.\d+)?|\d{4}-\d{2}-\d{2})\b")
+MIN_WORDS = 4
+
+
+def is_markup_line(line: str) -> bool:
+    """A line that only drives the docs generator (admonition marker, shortcode, include,
+    link definition, bare HTML tag): never part of a quote."""
+    return bool(_MARKUP_LINE.match(line.strip()))
+
+
+def clean_inline(text: str) -> str:
+    """Text with inline HTML tags removed (console blocks colour their output with them)."""
+    return _HTML_TAG.sub("", text) if "<" in text else text
+
+
+@dataclass(frozen=True)
+class Block:
+    """A unit of a chunk: kind is prose, item, row or code; lines are 0-based in the chunk."""
+
+    kind: str
+    first: int
+    last: int
+    lines: tuple[str, ...]
+    heading: str  # the path of headings above it inside the chunk
+    heading_line: int = -1  # 0-based chunk line of the nearest one; -1 when none
+    fact_line: int = -1  # chunk line of the nearest heading holding a version or date
+
+
+def _safe(lines: Sequence[str]) -> bool:
+    text = " ".join(lines)
+    return not any(_MARKUP.search(line.strip()) for line in lines) and not _ADDRESSED.search(
+        text) and not _INLINE_SHORTCODE.search(text)
+
+
+def read_blocks(text: str, first_line_is_file_start: bool = False) -> list[Block]:
+    """Blocks of a chunk's Markdown in order; markup lines and headings are not blocks."""
+    raw = text.split("\n")
+    blocks: list[Block] = []
+    stack: list[tuple[int, str, int]] = []  # (level, text, line) of the open headings
+    heading, heading_line, fact_line = "", -1, -1
+    i = 0
+    if first_line_is_file_start and raw and raw[0].strip() == "---":  # front matter
+        end = next((j for j in range(1, len(raw)) if raw[j].strip() == "---"), None)
+        i = end + 1 if end is not None else len(raw)
+    current: list[int] = []
+
+    def flush(kind: str = "prose") -> None:
+        if current:
+            lines = tuple(raw[j].strip() for j in current)
+            if _safe(lines):
+                blocks.append(Block(kind, current[0], current[-1], lines, heading, heading_line,
+                                    fact_line))
+            current.clear()
+
+    while i < len(raw):
+        line = raw[i].strip()
+        fence = _FENCE.match(line)
+        if fence:
+            flush()
+            mark = fence.group(1)[0] * 3
+            j = i + 1
+            while j < len(raw) and not raw[j].strip().startswith(mark):
+                j += 1
+            body = tuple(clean_inline(raw[k]).rstrip() for k in range(i + 1, min(j, len(raw))))
+            if any(b.strip() for b in body) and _safe(body):
+                blocks.append(Block("code", i, min(j, len(raw) - 1), body, heading,
+                                    heading_line, fact_line))
+            i = j + 1
+            continue
+        match = _HEADING.match(line)
+        if _MARKUP.search(line):
+            current.append(i)  # evidence markup: the whole paragraph it sits in is dropped
+        elif match:
+            flush()
+            level = len(line) - len(line.lstrip("#"))
+            stack = [h for h in stack if h[0] < level] + [
+                (level, _ANCHOR.sub("", match.group(1)).strip(), i)]
+            heading, heading_line = " > ".join(h[1] for h in stack), i
+            fact_line = max((h[2] for h in stack if FACT.search(h[1])), default=-1)
+        elif not line or set(line) <= set("-=*_") or is_markup_line(line):
+            flush()
+        elif line.startswith("|"):
+            flush()
+            cells = [c.strip() for c in line.strip("|").split("|")]
+            if not all(set(c) <= set(":- ") for c in cells):
+                current.append(i)
+                flush("row")
+        elif _BULLET.match(line):
+            flush()
+            current.append(i)
+            j = i + 1  # continuation lines of the item (indented, not a new item)
+            while (j < len(raw) and raw[j].strip() and raw[j][:1].isspace()
+                   and not _BULLET.match(raw[j]) and not _FENCE.match(raw[j])):
+                current.append(j)
+                j += 1
+            flush("item")
+            i = j
+            continue
+        else:
+            current.append(i)
+        i += 1
+    flush()
+    return blocks
+
+
+@dataclass(frozen=True)
+class Sentence:
+    """A quotable sentence (or item, or row) with its place and what follows it."""
+
+    text: str
+    first: int  # 0-based chunk lines
+    last: int
+    block: int  # index into the chunk's blocks
+    ends_block: bool
+
+
+def sentences(blocks: Sequence[Block]) -> list[Sentence]:
+    out: list[Sentence] = []
+    for b_index, block in enumerate(blocks):
+        if block.kind == "code":
+            continue
+        if block.kind != "prose":
+            text = clean_inline(_BULLET.sub("", block.lines[0]) + " " + " ".join(block.lines[1:]))
+            if block.kind == "row":
+                cells = [c.strip() for c in block.lines[0].strip("|").split("|")]
+                text = "; ".join(c for c in cells if c)
+            if len(text.split()) >= MIN_WORDS - 1:
+                out.append(Sentence(text.strip(), block.first, block.last, b_index, True))
+            continue
+        starts: list[int] = []  # char offset where each line begins in the joined text
+        joined = ""
+        for line in block.lines:
+            starts.append(len(joined))
+            joined += line + " "
+        pos = 0
+        parts = _SENTENCE_END.split(joined.strip())
+        for n, part in enumerate(parts):
+            at = joined.find(part, pos)
+            pos = at + len(part)
+            first = block.first + max(k for k, s in enumerate(starts) if s <= at)
+            last = block.first + max(k for k, s in enumerate(starts) if s < pos)
+            text = clean_inline(part.strip())
+            if (len(text.split()) < MIN_WORDS or not _COMPLETE.search(text)
+                    or text[:1].islower() or text.startswith(("...", "…"))):
+                continue  # a fragment, or a sentence cut short
+            out.append(Sentence(text, first, last, b_index, n == len(parts) - 1))
+    return out
+
+
+
+MAX_CODE_LINES = 10
+MAX_ITEMS = 6
+CODE_WORDS = 60  # a code block or list longer than this is quoted up to here
+
+
+def attachment(blocks: Sequence[Block], sentence: Sentence) -> list[tuple[Block, int]]:
+    """What a sentence ending in ':' introduces: the next code block, list or table (or a
+    prose lead-in ending in ':' plus what that introduces), as (block, lines kept)."""
+    if not sentence.ends_block or not sentence.text.endswith(":"):
+        return []
+    out: list[tuple[Block, int]] = []
+    j = sentence.block + 1
+    if j < len(blocks) and blocks[j].kind == "prose" and len(blocks[j].lines) <= 2 and \
+            blocks[j].lines[-1].endswith(":") and j + 1 < len(blocks) and \
+            blocks[j + 1].kind in ("code", "item", "row"):
+        out.append((blocks[j], len(blocks[j].lines)))
+        j += 1
+    if j >= len(blocks) or blocks[j].kind == "prose":
+        return out if out else []
+    kind = blocks[j].kind
+    words = 0
+    while j < len(blocks) and blocks[j].kind == kind and words < CODE_WORDS:
+        block = blocks[j]
+        if kind == "code":
+            kept = 0
+            for line in block.lines[:MAX_CODE_LINES]:
+                if words >= CODE_WORDS:
+                    break
+                words += len(line.split())
+                kept += 1
+            out.append((block, kept))
+            break
+        if len([b for b, _ in out if b.kind == kind]) >= MAX_ITEMS:
+            break
+        words += sum(len(line.split()) for line in block.lines)
+        out.append((block, len(block.lines)))
+        j += 1
+    return out
+
+
+def quote(sentence: Sentence, attached: list[tuple[Block, int]]) -> tuple[str, int]:
+    """The quote text and its last chunk line."""
+    parts = [sentence.text]
+    last = sentence.last
+    for block, kept in attached:
+        if block.kind == "code":
+            body = [line for line in block.lines[:kept]]
+            while body and not body[-1].strip():
+                body.pop()
+            parts.append("\n".join(body))
+            last = block.first + len(body)  # the opening fence is block.first
+            if kept >= len(block.lines):
+                last = block.last
+        else:
+            parts.append(" ".join(block.lines))
+            last = block.last
+    return "\n".join(parts), last
+
+
+def split_sentences(text: str) -> list[str]:
+    """The quotable sentences of a chunk's Markdown, verbatim (code and markup skipped)."""
+    return [s.text for s in sentences(read_blocks(text))]

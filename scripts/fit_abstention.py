@@ -1,0 +1,192 @@
+"""Fit the abstention model on eval sets and write it where `rag ask` reads it.
+
+For each case the pipeline retrieves and selects evidence as `rag ask` does, and records the
+abstention signals (rag/abstention.py); the label is whether the case is answerable. A small
+L2-regularised logistic regression (numpy, class-balanced) is scored with repeated
+stratified k-fold cross-validation; inside every training part the decision threshold is
+itself chosen by an inner cross-validation, so the printed figures are out-of-sample.
+The final model is fitted on all cases and written as JSON (default rag/abstention.json).
+
+Refit after any change to chunking, retrieval or the extractive scorer:
+
+    python scripts/fit_abstention.py        # both default sets; indexes built if missing
+    python scripts/fit_abstention.py --set EVAL DOCS INDEX [--set ...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from rag.abstention import BUNDLED_MODEL, FEATURES
+from rag.embedding import DEFAULT_MODEL_NAME
+
+# The FastAPI dev set and the project's own eval: two corpora of very different size, so the
+# model does not learn one corpus's score scale.
+DEFAULT_SETS = [["../shared/evals/fastapi.jsonl", "../shared/corpora/fastapi", "indexes/fastapi"],
+                ["corpus/eval.jsonl", "corpus", "indexes/corpus"]]
+MAX_FALSE_ABSTENTION = 0.05  # the threshold keeps at most this share of answerable cases out
+
+
+def collect(eval_file: Path, docs: Path, index: Path, settings) -> tuple[np.ndarray, np.ndarray]:
+    """Signals (cases x all FEATURES) and labels (1 = answerable) for one eval set."""
+    from rag.embedding import make_embedder
+    from rag.evaluation import load_cases
+    from rag.pipeline import Pipeline, open_retriever, run_index
+
+    embedder = make_embedder(settings.embedding)
+    run_index(docs, index, settings, show_progress=False, embedder=embedder)
+    rows, labels = [], []
+    retriever = open_retriever(index, settings, embedder)
+    with Pipeline(index, settings, generator="extractive", retriever=retriever) as pipeline:
+        for case in load_cases(eval_file):
+            groups = frozenset(case.groups)
+            hits = pipeline.retriever.search(case.question, groups=groups)
+            evidence = pipeline.select(case.question, hits, groups).evidence
+            values = pipeline.abstention_signals(case.question, evidence, groups)
+            rows.append([values[name] for name in FEATURES])
+            labels.append(float(case.answerable))
+    return np.array(rows, dtype=float), np.array(labels)
+
+
+def fit(x: np.ndarray, y: np.ndarray, l2: float) -> tuple[np.ndarray, np.ndarray, np.ndarray,
+                                                            float]:
+    """Class-balanced logistic regression on standardised features (Newton steps)."""
+    mean, scale = x.mean(axis=0), x.std(axis=0)
+    scale[scale < 1e-9] = 1.0
+    z = np.hstack([(x - mean) / scale, np.ones((len(x), 1))])
+    weight = np.where(y == 1, len(y) / (2 * max(y.sum(), 1)), len(y) / (2 * max((1 - y).sum(), 1)))
+    w = np.zeros(z.shape[1])
+    penalty = np.full(z.shape[1], l2)
+    penalty[-1] = 0.0  # the bias is not shrunk
+    for _ in range(50):
+        p = 1 / (1 + np.exp(-np.clip(z @ w, -50, 50)))
+        grad = z.T @ (weight * (p - y)) + penalty * w
+        hess = (z * (weight * p * (1 - p))[:, None]).T @ z + np.diag(penalty)
+        step = np.linalg.solve(hess, grad)
+        w -= step
+        if np.abs(step).max() < 1e-8:
+            break
+    return mean, scale, w[:-1], float(w[-1])
+
+
+def predict(model: tuple, x: np.ndarray) -> np.ndarray:
+    mean, scale, weights, bias = model
+    return 1 / (1 + np.exp(-np.clip(((x - mean) / scale) @ weights + bias, -50, 50)))
+
+
+def folds(y: np.ndarray, k: int, rng: np.random.Generator) -> list[np.ndarray]:
+    """Stratified folds: each holds its share of answerable and unanswerable cases."""
+    out: list[list[int]] = [[] for _ in range(k)]
+    for label in (0.0, 1.0):
+        idx = rng.permutation(np.flatnonzero(y == label))
+        for i, j in enumerate(idx):
+            out[i % k].append(int(j))
+    return [np.array(sorted(f)) for f in out]
+
+
+def out_of_fold(x: np.ndarray, y: np.ndarray, k: int, l2: float,
+                rng: np.random.Generator) -> np.ndarray:
+    probs = np.zeros(len(y))
+    for test in folds(y, k, rng):
+        train = np.setdiff1d(np.arange(len(y)), test)
+        probs[test] = predict(fit(x[train], y[train], l2), x[test])
+    return probs
+
+
+def pick_threshold(probs: np.ndarray, y: np.ndarray) -> float:
+    """Catch the most unanswerable cases while abstaining on at most MAX_FALSE_ABSTENTION
+    of the answerable ones; ties go to the threshold in the middle of the gap."""
+    candidates = np.unique(np.concatenate([probs, [0.0, 1.0]]))
+    scored = []
+    for lo, hi in itertools.pairwise(candidates):
+        t = (lo + hi) / 2
+        false_abst = float(np.mean(probs[y == 1] < t)) if (y == 1).any() else 0.0
+        abst = float(np.mean(probs[y == 0] < t)) if (y == 0).any() else 1.0
+        scored.append(((abst if false_abst <= MAX_FALSE_ABSTENTION else -1.0, -false_abst), t))
+    best_key = max(key for key, _ in scored)
+    tied = [t for key, t in scored if key == best_key]
+    return float(np.median(tied))
+
+
+def cross_validate(x: np.ndarray, y: np.ndarray, k: int, repeats: int, l2: float,
+                   seed: int) -> dict[str, float]:
+    """Repeated stratified k-fold; the threshold is chosen inside each training part."""
+    rng = np.random.default_rng(seed)
+    abst, false_abst = [], []
+    for _ in range(repeats):
+        for test in folds(y, k, rng):
+            train = np.setdiff1d(np.arange(len(y)), test)
+            threshold = pick_threshold(out_of_fold(x[train], y[train], k, l2, rng), y[train])
+            p = predict(fit(x[train], y[train], l2), x[test])
+            abst.extend(p[y[test] == 0] < threshold)
+            false_abst.extend(p[y[test] == 1] < threshold)
+    return {"abstention": round(float(np.mean(abst)), 4),
+            "false_abstention": round(float(np.mean(false_abst)), 4)}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--set", nargs=3, action="append", metavar=("EVAL", "DOCS", "INDEX"),
+                        help="an eval file, its docs folder and index (repeatable) "
+                             "[default: the FastAPI dev set and corpus/eval.jsonl]")
+    parser.add_argument("--config", type=Path, default=None)
+    parser.add_argument("--folds", type=int, default=5)
+    parser.add_argument("--repeats", type=int, default=20)
+    parser.add_argument("--l2", type=float, default=1.0)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--features", default=",".join(FEATURES),
+                        help="comma-separated signals to use [default: all]")
+    parser.add_argument("--out", type=Path, default=BUNDLED_MODEL)
+    args = parser.parse_args()
+    use = [FEATURES.index(name) for name in args.features.split(",")]
+
+    from rag.config import load_settings
+
+    settings = load_settings(args.config)
+    settings.verification.abstention = "off"
+    embedding_model = settings.embedding.model or DEFAULT_MODEL_NAME
+    if settings.embedding.backend == "onnx-int8":
+        embedding_model += "+int8"
+    xs, ys, names = [], [], []
+    for eval_file, docs, index in args.set or DEFAULT_SETS:
+        x, y = collect(Path(eval_file), Path(docs), Path(index), settings)
+        x = x[:, use]
+        cv = cross_validate(x, y, args.folds, args.repeats, args.l2, args.seed)
+        print(f"{eval_file}: {len(y)} cases ({int((1 - y).sum())} unanswerable); "
+              f"{args.folds}-fold CV x{args.repeats}: abstention {cv['abstention']:.3f}, "
+              f"false abstention {cv['false_abstention']:.3f}")
+        xs.append(x)
+        ys.append(y)
+        names.append(f"{Path(eval_file).name} ({len(y)} cases)")
+    x, y = np.vstack(xs), np.concatenate(ys)
+    cv = cross_validate(x, y, args.folds, args.repeats, args.l2, args.seed)
+    model = fit(x, y, args.l2)
+    threshold = pick_threshold(out_of_fold(x, y, args.folds, args.l2,
+                                           np.random.default_rng(args.seed)), y)
+    mean, scale, weights, bias = model
+    payload = {
+        "features": [FEATURES[i] for i in use], "mean": [round(float(v), 6) for v in mean],
+        "scale": [round(float(v), 6) for v in scale],
+        "weights": [round(float(v), 6) for v in weights], "bias": round(bias, 6),
+        "threshold": round(threshold, 6), "embedding_model": embedding_model,
+        "fitted_on": names, "cv": cv,
+    }
+    args.out.write_text(json.dumps(payload, indent=1) + "\n", encoding="utf-8")
+    print(f"all sets: {len(y)} cases; {args.folds}-fold CV x{args.repeats}: abstention "
+          f"{cv['abstention']:.3f}, false abstention {cv['false_abstention']:.3f}")
+    print("weights: " + ", ".join(f"{FEATURES[i]} {w:+.2f}" for i, w in zip(use, weights)))
+    print(f"threshold {threshold:.3f}; wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
