@@ -98,7 +98,10 @@ def is_fresh(docs: Path, index: Path, settings: Settings) -> bool:
 
 
 def mark_fresh(index: Path, settings: Settings, version: str) -> None:
-    """Record the settings ``version`` was built with (read by is_fresh)."""
+    """Record the settings ``version`` was built with (read by is_fresh); only the folder
+    store has a folder to keep it in (a database index is simply re-checked each time)."""
+    if settings.store.kind != "faiss" or not index.is_dir():
+        return
     data = {"version": version, "settings": _fingerprint(settings)}
     tmp = index / f"{CHECK_FILE}.tmp"
     tmp.write_text(json.dumps(data), encoding="utf-8")
@@ -146,7 +149,8 @@ def resolve(index: Path | None, docs: Path | None, settings: Settings, *,
     """The index and docs folder of a command's ``--index`` and ``--docs``.
 
     With ``--docs`` the index (``--index``, or else the folder's cache index) is first
-    brought up to date with the folder. Without it, the docs folder is the one the index
+    brought up to date with the folder, except in a shared database store, whose one
+    writer is `rag index`. Without it, the docs folder is the one the index
     was built from (its manifest), or ``docs.root``.
     """
     from rag.paths import check_index_path
@@ -156,6 +160,9 @@ def resolve(index: Path | None, docs: Path | None, settings: Settings, *,
         return Target(index, docs_of_index(index) or Path(settings.docs.root))
     if not docs.is_dir():
         raise IndexingError(f"docs folder {docs} does not exist or is not a folder")
+    if settings.store.kind != "faiss":
+        # A shared database has one writer, `rag index`: readers only quote from the folder.
+        return Target(check_index_path(index or DEFAULT_INDEX), docs)
     index = check_index_path(index) if index is not None else cache_index_for(docs, settings)
     if is_fresh(docs, index, settings):
         return Target(index, docs)
