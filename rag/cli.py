@@ -319,7 +319,7 @@ def serve_model(
     model = gen.local_model_path or default_gguf_path()
     typer.echo(f"serving {one_line(Path(model).name)} on 127.0.0.1:{port or gen.local_port} (Ctrl-C stops)",
                err=True)
-    serve_forever(model, port or gen.local_port, gen.context_tokens)
+    serve_forever(model, port or gen.local_port, gen.local_context_tokens, gen.local_threads)
 
 
 @app.command()

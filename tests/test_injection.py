@@ -229,7 +229,9 @@ def _pipeline(index: Path, retriever: Retriever, settings: Settings) -> Pipeline
 
 def test_model_citing_a_forged_label_never_reaches_the_user(attack_index):
     index, retriever = attack_index
-    with _pipeline(index, retriever, Settings()) as pipeline:
+    # the hosted-size window, so evidence the extractive fallback can quote fits too
+    wide = {"generation": {"local_context_tokens": 4096}}
+    with _pipeline(index, retriever, Settings.model_validate(wide)) as pipeline:
         answer = pipeline.ask("What is the pelican port?")
     # the model's answer was thrown away: an extractive answer stands in, or none at all
     # (every paragraph here carries a forged closer, so none is quotable)
@@ -238,7 +240,7 @@ def test_model_citing_a_forged_label_never_reaches_the_user(attack_index):
     shown = {e.label for e in answer.evidence}
     assert all(c.label in shown for c in answer.citations)
     assert answer.label_checks == {"labels_cited": 1, "labels_verified": 0}
-    strict = Settings.model_validate({"verification": {"extractive_fallback": False}})
+    strict = Settings.model_validate({**wide, "verification": {"extractive_fallback": False}})
     with _pipeline(index, retriever, strict) as pipeline, pytest.raises(CitationError,
                                                                        match="'E99'"):
         pipeline.ask("What is the pelican port?")

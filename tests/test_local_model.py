@@ -1,9 +1,11 @@
-"""The embedded llama.cpp server: lifecycle with a stand-in process, then the real model."""
+"""The embedded llama.cpp server (xllamacpp): lifecycle with a stand-in process, the request
+the local generator sends, then the real model."""
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -15,19 +17,24 @@ from pathlib import Path
 import pytest
 
 from rag import local_model
-from rag.config import GenerationSettings
+from rag.config import GenerationSettings, Settings
 from rag.errors import ConfigError, GenerationError
-from rag.generation import OpenAIGenerator
+from rag.generation import ModelAnswer, OpenAIGenerator, build_prompt
 from rag.local_model import (
+    LOCAL_SENTENCE,
+    LOCAL_STATEMENTS,
     LocalGenerator,
     LocalModelServer,
     default_gguf_path,
     find_running_server,
+    free_cores,
+    local_answer_schema,
+    local_evidence_budget,
     served_models,
     state_path,
 )
 from rag.records import Chunk, Evidence, SearchHit
-from tests.fakes.fake_openai_server import FakeOpenAIServer, Reply, closed_port
+from tests.fakes.fake_openai_server import FakeOpenAIServer, Reply, answer_json, closed_port
 
 FAKE_SCRIPT = Path(__file__).parent / "fakes" / "fake_openai_server.py"
 REPO = Path(__file__).resolve().parents[1]
@@ -219,6 +226,76 @@ def test_serve_forever_records_state_and_cleans_up_when_stopped(
         proc.wait()
 
 
+# --- threads, budget, grammar ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("cores", "load", "threads"),
+                         [(2, 0.1, 2), (2, 0.6, 1), (2, 1.4, 1), (2, 9.0, 1), (8, 2.2, 6)])
+def test_one_thread_per_free_core(monkeypatch: pytest.MonkeyPatch, cores: int, load: float,
+                                  threads: int) -> None:
+    monkeypatch.setattr(os, "sched_getaffinity", lambda _: set(range(cores)))
+    monkeypatch.setattr(os, "getloadavg", lambda: (load, 0.0, 0.0))
+    assert free_cores() == threads
+    assert LocalModelServer(default_gguf_path(), threads=0).threads == threads
+    assert LocalModelServer(default_gguf_path(), threads=3).threads == 3  # configured wins
+
+
+def test_server_command_passes_window_threads_and_port(model_file: str) -> None:
+    server = LocalModelServer(model_file, n_ctx=1536, threads=1, port=8123)
+    command = " ".join(server.command())
+    assert "-m rag.local_server" in command
+    assert "--n-ctx 1536" in command and "--threads 1" in command and "--port 8123" in command
+
+
+def test_local_budget_is_smaller_and_fits_the_local_window() -> None:
+    settings = Settings()
+    gen = settings.generation
+    budget = local_evidence_budget(settings, question_tokens=20)
+    assert 0 < budget < gen.context_tokens - gen.max_tokens
+    used = budget * gen.local_token_ratio + 20 + settings.evidence.instruction_reserve
+    assert used + gen.local_max_tokens <= gen.local_context_tokens
+
+
+def test_local_schema_allows_only_what_the_answer_record_accepts() -> None:
+    schema = local_answer_schema(["E1", "E2"])
+    answered, empty = schema["anyOf"]
+    assert schema["x-guidance"] == {"whitespace_flexible": False}  # compact JSON: fewer tokens
+    assert answered["properties"]["insufficient_evidence"] == {"const": False}
+    assert empty["properties"]["insufficient_evidence"] == {"const": True}
+    statements = answered["properties"]["statements"]
+    assert (statements["minItems"], statements["maxItems"]) == (1, LOCAL_STATEMENTS)
+    cited = statements["items"]["properties"]["evidence"]
+    assert cited["items"]["enum"] == ["E1", "E2"] and cited["maxItems"] == 1
+    assert local_answer_schema([])["anyOf"] == [empty]
+    sentence = re.compile(LOCAL_SENTENCE)
+    assert sentence.match("The server listens on port 8080 by default.")
+    assert sentence.match("`rag index` rebuilds the index from the docs folder.")
+    for junk in ["1.1.1.1.1.1", "Evidence E1", "Async Tests > HTTPX", "no capital letter here.",
+                 "Too short.", "Words " + "1.1.1.1.1 " * 30 + "end.", "A " + "x" * 40 + " b c."]:
+        assert not sentence.match(junk), junk
+
+
+def test_local_generator_reuses_serve_model_and_sends_the_grammar(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(local_model, "LocalModelServer", None)  # starting one would fail
+    reply = answer_json([("The server listens on port 8080.", ["E1"])])
+    with FakeOpenAIServer([Reply(reply)], model="SmolLM2-135M-Instruct.Q4_1") as fake:
+        state_path().parent.mkdir(parents=True)
+        state_path().write_text(json.dumps({"pid": os.getpid(), "port": fake.port}))
+        settings = GenerationSettings(local_port=fake.port, local_max_tokens=123)
+        with LocalGenerator(settings) as gen:
+            assert gen.server is None and gen.base_url == fake.base_url
+            result = gen.generate("Which port?", [_evidence("E1", "Port 8080."),
+                                                  _evidence("E2", "Install it.")])
+    assert result.answer.statements[0].evidence == ["E1"]
+    body = fake.requests[0]
+    assert body["model"] == "SmolLM2-135M-Instruct.Q4_1" and body["max_tokens"] == 123
+    assert "response_format" not in body  # the grammar alone constrains the output
+    prefix = "%llguidance {}\nstart: %json "
+    assert body["grammar"].startswith(prefix)
+    assert json.loads(body["grammar"][len(prefix):]) == local_answer_schema(["E1", "E2"])
+
+
 # --- the real model (slow) -----------------------------------------------------------------
 
 
@@ -242,13 +319,44 @@ def test_real_model_answers_with_shown_labels_only(real_server: LocalModelServer
         _evidence("E1", "The server listens on port 8080 by default. Use --port to change it."),
         _evidence("E2", "Install the package with pip install foo.", path="guide/install.md"),
     ]
-    settings = GenerationSettings(max_tokens=512, timeout_s=180, retries=1)
-    with OpenAIGenerator(settings, base_url=real_server.base_url,
-                         structured="json_object") as gen:
+    settings = GenerationSettings(max_tokens=200, timeout_s=180, retries=1)
+    with OpenAIGenerator(settings, base_url=real_server.base_url, structured="llguidance",
+                         schema=local_answer_schema) as gen:
         result = gen.generate("Which port does the server listen on by default?", evidence)
     labels = {label for s in result.answer.statements for label in s.evidence}
     assert labels <= {"E1", "E2"}
     assert result.prompt_tokens > 100 and result.completion_tokens > 0
+
+
+@pytest.mark.slow
+def test_real_server_enforces_the_grammar(real_server: LocalModelServer) -> None:
+    # llama.cpp drops a grammar it cannot build without a word, so check the output obeys it:
+    # compact JSON, sentences, one shown label each, and the flag consistent with them.
+    import openai
+
+    evidence = [_evidence("E1", "The server listens on port 8080. Use --port to change it."),
+                _evidence("E2", "Async Tests > HTTPX\n\nEvidence E1", path="a.md")]
+    grammar = "%llguidance {}\nstart: %json " + json.dumps(local_answer_schema(["E1", "E2"]))
+    client = openai.OpenAI(base_url=real_server.base_url, api_key="none", max_retries=0)
+    questions = ["Which port does the server listen on?",
+                 "How do I test async code with HTTPX?"]
+    for question in questions:
+        response = client.chat.completions.create(
+            model="any", messages=build_prompt(question, evidence), max_tokens=200,
+            temperature=0, extra_body={"grammar": grammar})
+        content = response.choices[0].message.content or ""
+        assert "\n" not in content
+        assert re.match(r'\{"statements":\[(\{"text":"[A-Z`]|\],"insufficient_evidence":true)',
+                        content), content
+        if response.choices[0].finish_reason == "length":
+            continue  # cut off mid-sentence (the caller retries); what was written obeyed
+        answer = ModelAnswer.model_validate_json(content)
+        assert answer.insufficient_evidence == (not answer.statements)
+        assert len(answer.statements) <= LOCAL_STATEMENTS
+        for statement in answer.statements:
+            assert re.match(LOCAL_SENTENCE, statement.text), statement.text
+            assert len(statement.evidence) == 1 and statement.evidence[0] in {"E1", "E2"}
+    client.close()
 
 
 @pytest.mark.slow
@@ -270,7 +378,10 @@ def test_a_port_in_use_is_reported_before_starting(model_file: str) -> None:
 
 @pytest.mark.slow
 def test_real_server_reports_a_bad_model_file(model_file: str) -> None:
+    server = LocalModelServer(model_file)
     with pytest.raises(GenerationError) as err:
-        LocalModelServer(model_file).start(timeout_s=60)
-    assert str(err.value) == ("local model server exited during start-up (code 1): "
-                              f"ValueError: Failed to load model from file: {model_file}")
+        server.start(timeout_s=60)
+    assert str(err.value) == ("local model server exited during start-up (code 1): error: "
+                              f"llama.cpp could not load {model_file} or listen on port "
+                              f"{server.port}")
+    assert server.process is None
