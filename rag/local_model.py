@@ -104,9 +104,15 @@ def served_models(base_url: str, timeout_s: float = 1.0) -> list[str] | None:
 
 
 def _package_root(pythonpath: str | None) -> str:
-    """PYTHONPATH for the child with this copy of `rag` first, however it was imported."""
-    root = str(Path(__file__).resolve().parents[1])
-    return os.pathsep.join([root, pythonpath] if pythonpath else [root])
+    """PYTHONPATH for the child with this copy of `rag` first, however it was imported.
+
+    An installed copy is found anyway; its site-packages is left where it is (ahead of the
+    standard library it could shadow modules there).
+    """
+    root = Path(__file__).resolve().parents[1]
+    if root.name in ("site-packages", "dist-packages"):
+        return pythonpath or ""
+    return os.pathsep.join([str(root), pythonpath] if pythonpath else [str(root)])
 
 
 def _die_with_parent_hook() -> Callable[[], None] | None:
