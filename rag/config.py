@@ -131,8 +131,9 @@ class EvidenceSettings(_Section):
 
 class GenerationSettings(_Section):
     generator: Literal["local", "openai", "extractive"] = Field(
-        "local", description="local: embedded llama.cpp server (xllamacpp); openai: any "
-        "compatible endpoint."
+        "extractive", description="extractive: quotes the evidence, no model (the default: it "
+        "answers best on the dev set); local: embedded llama.cpp server (xllamacpp); openai: "
+        "any compatible endpoint."
     )
     base_url: str = Field("", description="OpenAI-compatible endpoint (openai generator).")
     model: str = Field("gpt-4o-mini", description="Model name sent to the endpoint.")
