@@ -77,6 +77,8 @@ ConfigOpt = Annotated[
     Path | None, typer.Option("--config", help="TOML config [default: configs/default.toml].")
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of text.")]
+GeneratorOpt = Annotated[str | None, typer.Option(
+    "--generator", help="extractive (default), local or openai.")]
 GroupsOpt = Annotated[
     str, typer.Option("--groups", help="Comma-separated groups of the asking user.")
 ]
@@ -242,9 +244,7 @@ def ask(
     index: MaybeIndexOpt = None,
     docs: DocsOpt = None,
     config: ConfigOpt = None,
-    generator: Annotated[
-        str | None, typer.Option("--generator", help="local, openai or extractive.")
-    ] = None,
+    generator: GeneratorOpt = None,
     mode: Annotated[str | None, typer.Option("--mode", help="dense, lexical or hybrid.")] = None,
     k: Annotated[int | None, typer.Option(
         "--k", "-k", min=1, max=1000,
@@ -281,9 +281,7 @@ def eval_cmd(
     index: Annotated[Path | None, typer.Option(
         "--index", help="Index folder [default: indexes/eval-<docs>-<hash>].")] = None,
     config: ConfigOpt = None,
-    generator: Annotated[
-        str | None, typer.Option("--generator", help="local, openai or extractive.")
-    ] = None,
+    generator: GeneratorOpt = None,
     out: Annotated[Path | None, typer.Option(
         "--out", help="Report path [default: reports/eval-<generator>.json].")] = None,
     limit: Annotated[int | None, typer.Option("--limit", help="Only the first N cases.",
@@ -330,9 +328,7 @@ def serve(
     docs: DocsOpt = None,
     host: Annotated[str, typer.Option("--host", help="Address to listen on.")] = "127.0.0.1",
     port: Annotated[int, typer.Option("--port", help="Port to listen on.")] = 8000,
-    generator: Annotated[
-        str | None, typer.Option("--generator", help="local, openai or extractive.")
-    ] = None,
+    generator: GeneratorOpt = None,
     watch: Annotated[bool, typer.Option(
         "--watch", help="Re-index when the docs change; requests see old or new, never a mix.")]
     = False,
@@ -357,9 +353,7 @@ def mcp(
     index: MaybeIndexOpt = None,
     docs: DocsOpt = None,
     config: ConfigOpt = None,
-    generator: Annotated[
-        str | None, typer.Option("--generator", help="local, openai or extractive.")
-    ] = None,
+    generator: GeneratorOpt = None,
     groups: Annotated[str, typer.Option(
         "--groups", help="Comma-separated groups the server acts for (never from a tool call).")]
     = "",
