@@ -84,8 +84,12 @@ def test_ask_extractive_prints_verified_citations(fastapi_docs: Path, built: Pat
     for c in answer["citations"]:
         lines = (fastapi_docs / c["source_path"]).read_text(encoding="utf-8").split("\n")
         ev = next(e for e in answer["evidence"] if e["label"] == c["label"])
+        # Line-precise: the cited lines lie inside the evidence, and the file holds them.
+        assert ev["start_line"] <= c["start_line"] <= c["end_line"] <= ev["end_line"]
+        first = c["start_line"] - ev["start_line"]
+        cited = ev["text"].split("\n")[first:first + c["end_line"] - c["start_line"] + 1]
         assert span_text(lines, c["start_line"], c["end_line"], ev.get("start_col"),
-                         ev.get("end_col")) == ev["text"]
+                         ev.get("end_col")) == "\n".join(cited) == c["text"]
     code, out, _ = run("ask", "How do I serve static files from a directory?", "--index",
                        str(built), "--generator", "extractive")
     assert code == 0 and "Citations:" in out and "static-files.md:" in out

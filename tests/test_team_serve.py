@@ -15,12 +15,13 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
+from rag.auth import add_token
 from rag.config import Settings
 from rag.indexing import build_index
 from rag.server import create_app
 from rag.stores import postgres
 from tests.pg_server import pg_dsn, pg_server  # noqa: F401 - fixtures
-from tests.test_loadtest import _free_port, _wait_healthy, run_load
+from tests.test_loadtest import ENV, _free_port, _wait_healthy, run_load
 
 REPO = Path(__file__).resolve().parents[1]
 RAG = [sys.executable, "-c", "from rag.cli import main; main()"]
@@ -60,10 +61,13 @@ def test_two_servers_follow_a_reindex_made_elsewhere(docs, pg_dsn, embedder, mon
                 line["text"] for line in answer["citations"][0]["lines"]]
 
 
-def _serve(docs: Path, dsn: str, log: Path) -> tuple[subprocess.Popen[bytes], str]:
+def _serve(docs: Path, dsn: str, log: Path,
+           tokens: Path | None = None) -> tuple[subprocess.Popen[bytes], str]:
     port = _free_port()
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(REPO),
            "RAG_STORE__KIND": "postgres", "RAG_STORE__DSN": dsn}
+    if tokens is not None:
+        env["RAG_SERVER__TOKENS_FILE"] = str(tokens)
     with open(log, "wb") as out:
         proc = subprocess.Popen([*RAG, "serve", "--docs", str(docs), "--port", str(port),
                                  "--generator", "extractive"], stdout=out,
@@ -89,7 +93,9 @@ def test_load_on_two_servers_while_a_third_is_killed(docs, pg_dsn, tmp_path):
     built = subprocess.run([*RAG, "index", str(docs)], check=False, capture_output=True,
                            text=True, timeout=300, env=env, cwd=REPO)
     assert built.returncode == 0, built.stderr
-    servers = [_serve(docs, pg_dsn, tmp_path / f"serve-{n}.log") for n in range(3)]
+    tokens = tmp_path / "tokens.json"  # POST /index needs a token
+    token_env = {**ENV, "RAG_TOKEN": add_token(tokens, "loader", ())}
+    servers = [_serve(docs, pg_dsn, tmp_path / f"serve-{n}.log", tokens) for n in range(3)]
     try:
         for proc, url in servers:
             _wait_healthy(url, proc, 120)
@@ -109,7 +115,8 @@ def test_load_on_two_servers_while_a_third_is_killed(docs, pg_dsn, tmp_path):
 
         def load(name: str, url: str, *extra: str) -> None:
             results[name] = run_load("--url", url, "--requests", "40", "--concurrency", "4",
-                                     "--max-seconds", "120", *extra, timeout=180)
+                                     "--max-seconds", "120", *extra, timeout=180,
+                                     env=token_env)
 
         threads = [threading.Thread(target=load, args=("a", servers[0][1])),  # re-indexes
                    threading.Thread(target=load, args=("b", servers[1][1], "--no-reindex")),
