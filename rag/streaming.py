@@ -20,9 +20,10 @@ from pathlib import Path
 from typing import Any
 
 from fastapi.responses import StreamingResponse
+from pydantic import BaseModel
 
 from rag import errors
-from rag.api import answer_payload
+from rag.api import AnswerOut, EvidenceOut, HitOut, StatementOut, answer_payload
 from rag.pipeline import Pipeline
 from rag.records import Evidence, SearchHit, Statement
 from rag.verification import cited_text, quote_lines
@@ -50,6 +51,11 @@ def wants_stream(accept: str) -> bool:
 def event(kind: str, data: Any) -> bytes:
     """One Server-Sent Event; json.dumps keeps the data on one line."""
     return f"event: {kind}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n".encode()
+
+
+def shaped(model: type[BaseModel], data: dict[str, Any]) -> dict[str, Any]:
+    """``data`` as the plain JSON reply shows it: only the fields its model declares."""
+    return model.model_validate(data).model_dump(mode="json")
 
 
 def statement_payload(statement: Statement, evidence: Sequence[Evidence], docs: Path,
@@ -91,19 +97,22 @@ def stream_answer(pipeline: Pipeline, *, question: str, mode: str | None,
                 raise ClientGone
             if kind == "hits":
                 hits: tuple[SearchHit, ...] = value
-                send(event("hits", {"hits": [h.to_dict() for h in hits]}))
+                send(event("hits", {"hits": [shaped(HitOut, h.to_dict()) for h in hits]}))
             elif kind == "evidence":
                 chosen[:] = value
-                send(event("evidence", {"evidence": [e.to_dict() for e in value]}))
+                send(event("evidence", {
+                    "evidence": [shaped(EvidenceOut, e.to_dict()) for e in value]}))
             elif kind == "statement":
-                send(event("statement", statement_payload(value, chosen, docs, files)))
+                send(event("statement", shaped(
+                    StatementOut, statement_payload(value, chosen, docs, files))))
 
         def work() -> None:
             try:
                 answer = pipeline.ask(question, mode=mode, groups=groups, on_event=on_event)
                 if gone.is_set():
                     return
-                send(event("done", answer_payload(answer, docs, version)))
+                payload = answer_payload(answer, docs, version)  # shaped as the plain reply
+                send(event("done", shaped(AnswerOut, payload)))
             except ClientGone:
                 log.info("client left; stopped answering %r", question[:80])
             except errors.RagError as exc:
