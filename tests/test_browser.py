@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import socket
 import threading
 import time
@@ -306,9 +307,11 @@ def test_fallback_unsupported_budget_and_stale_lines_are_flagged(page, served, t
     assert page.is_hidden("#result")
 
 
-def test_the_page_streams_the_stages_with_a_timer_and_can_cancel(page, served, monkeypatch):
+def test_the_page_streams_the_stages_with_a_timer_and_can_cancel(page, served, monkeypatch,
+                                                                 caplog):
     """While the model works the page shows the stages so far and a running clock; Cancel
     stops waiting, and the next question still gets its answer."""
+    caplog.set_level(logging.INFO, logger="rag.server")
     entered, release = threading.Event(), threading.Event()
     original = ExtractiveGenerator.generate
 
@@ -331,6 +334,10 @@ def test_the_page_streams_the_stages_with_a_timer_and_can_cancel(page, served, m
         assert page.is_hidden("#result")
     finally:
         release.set()
+    deadline = time.monotonic() + 10  # the server stops at the next stage, without answering
+    while "client left" not in caplog.text:
+        assert time.monotonic() < deadline, "the server went on after the page cancelled"
+        time.sleep(0.05)
     monkeypatch.undo()
     body = ask(page, "Which port does the HTTP API listen on by default?")
     assert "8080" in page.text_content("#answer") and body["statements"]
