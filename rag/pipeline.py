@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Self
 
@@ -22,6 +22,9 @@ if TYPE_CHECKING:
 
 MAX_QUOTED = 8  # lines quoted per citation in plain-text output
 INSUFFICIENT = "Insufficient evidence: the docs shown do not answer this question."
+# Told each stage's result as it is ready: ("hits", hits), ("evidence", evidence),
+# ("statement", statement) per verified statement. Raising in it stops the work there.
+OnEvent = Callable[[str, Any], None]
 
 
 def run_index(
@@ -171,19 +174,25 @@ class Pipeline:
                                max_per_source=self.settings.evidence.max_per_source,
                                count_tokens=self.count, allowed_groups=groups)
 
-    def ask(self, question: str, *, mode: str | None = None,
-            groups: Iterable[str] = ()) -> Answer:
-        """The whole pipeline; only verified, supported statements reach the Answer."""
+    def ask(self, question: str, *, mode: str | None = None, groups: Iterable[str] = (),
+            on_event: OnEvent | None = None) -> Answer:
+        """The whole pipeline; only verified, supported statements reach the Answer.
+
+        ``on_event`` (streaming) hears each stage's result as it is ready.
+        """
         groups = frozenset(groups)
+        emit: OnEvent = on_event or (lambda kind, value: None)
         timings: dict[str, float] = {}
         t0 = time.perf_counter()
         hits = self.retriever.search(question, mode=mode, groups=groups)
         timings["retrieve"] = time.perf_counter() - t0
+        emit("hits", tuple(hits))
 
         t0 = time.perf_counter()
         selection = self.select(question, hits, groups)
         evidence = selection.evidence
         timings["evidence"] = time.perf_counter() - t0
+        emit("evidence", evidence)
         name = self.generator_name
         base: dict[str, Any] = {
             "question": question, "evidence": evidence,
@@ -219,6 +228,8 @@ class Pipeline:
                                          question, name, self._embedder())
         timings["verify"] = time.perf_counter() - t0
         supported = tuple(s for s in statements if s.supported)
+        for statement in supported:
+            emit("statement", statement)
         unsupported = tuple(s for s in statements if not s.supported)
         shown_unsupported = unsupported if self.settings.verification.unsupported == "mark" else ()
         common = {"unsupported": shown_unsupported, "extractive_fallback": fallback,

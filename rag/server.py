@@ -43,6 +43,7 @@ from rag.embedding import Embedder
 from rag.pipeline import Pipeline
 from rag.reverify import VerifyOut, VerifyRequest, verify_payload
 from rag.stores import is_stale
+from rag.streaming import STREAMED, stream_answer, wants_stream
 
 log = logging.getLogger("rag.server")
 WEB = Path(__file__).parent / "web"
@@ -296,9 +297,14 @@ def create_app(*, index: Path, settings: Settings, docs: Path, generator: str | 
                                          groups=groups_of(request, groups.split(",")))
         return {"query": q, "version": pipeline.version, "hits": [h.to_dict() for h in hits]}
 
-    @app.post("/ask", response_model=AnswerOut, responses=ERRORS)
-    def ask(request: Request, body: AskRequest) -> dict[str, Any]:
+    @app.post("/ask", response_model=AnswerOut, responses={**ERRORS, 200: STREAMED})
+    def ask(request: Request, body: AskRequest) -> Any:
+        """The verified answer; with `Accept: text/event-stream`, each stage as it happens."""
         pipeline = state.pipeline
+        if wants_stream(request.headers.get("accept", "")):
+            return stream_answer(pipeline, question=body.question, mode=body.mode,
+                                 groups=groups_of(request, body.groups), docs=state.docs,
+                                 version=pipeline.version, status_for=status_for)
         answer = pipeline.ask(body.question, mode=body.mode,
                               groups=groups_of(request, body.groups))
         return answer_payload(answer, state.docs, pipeline.version)

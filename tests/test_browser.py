@@ -7,6 +7,8 @@ browser download is never used.
 from __future__ import annotations
 
 import contextlib
+import json
+import logging
 import socket
 import threading
 import time
@@ -19,6 +21,7 @@ from rag.auth import add_token, remove_token
 from rag.chunking import parse_document
 from rag.config import Settings
 from rag.embedding import FakeEmbedder
+from rag.extractive import ExtractiveGenerator
 from rag.indexing import build_index
 from rag.server import create_app
 
@@ -114,13 +117,25 @@ def page(served: tuple[str, Path]) -> Iterator[object]:
     assert outside == [], f"the page tried to reach {outside}"
 
 
+def streamed(body: str) -> dict[str, list[dict]]:
+    """The data of each kind of Server-Sent Event in a streamed /ask body."""
+    out: dict[str, list[dict]] = {}
+    for block in body.strip().split("\n\n"):
+        fields = dict(line.split(": ", 1) for line in block.splitlines())
+        out.setdefault(fields["event"], []).append(json.loads(fields["data"]))
+    return out
+
+
 def ask(page: object, question: str, status: int = 200) -> dict:
+    """The answer the page got (the `done` event of its stream, or the JSON reply)."""
     page.fill("#question", question)  # type: ignore[attr-defined]
     with page.expect_response("**/ask") as response:  # type: ignore[attr-defined]
         page.click("#ask-button")  # type: ignore[attr-defined]
     assert response.value.status == status
     if status == 200:
         page.wait_for_selector("#result:not([hidden])")  # type: ignore[attr-defined]
+    if response.value.headers["content-type"].startswith("text/event-stream"):
+        return streamed(response.value.text())["done"][0]
     return response.value.json()
 
 
@@ -163,6 +178,7 @@ def test_document_markup_is_shown_as_text(page):
     page.click(f"#chips .chip[data-label='{label}']")
     texts = [t for _, t in shown_lines(page)]
     assert any('<img src=x onerror="window.__pwned=1">' in t for t in texts)
+    assert all(s["text"] in page.text_content("#answer") for s in body["statements"])
     assert page.evaluate("window.__pwned") is None
     assert page.locator("#result img, #viewer img, #result script, #viewer b").count() == 0
 
@@ -172,6 +188,13 @@ def test_insufficient_evidence_and_errors_are_explained(page, served):
     assert page.is_visible("#insufficient")
     assert "Insufficient evidence" in page.text_content("#insufficient")
     assert page.locator("#chips .chip").count() == 0
+    closest = page.locator("#closest .chip")  # the closest passages open like citations
+    assert closest.count() > 0
+    closest.first.click()
+    page.wait_for_selector("#viewer:not([hidden])")
+    path = page.text_content("#viewer-path")
+    shown = shown_lines(page)
+    assert shown and all(file_lines(served[1], path)[n - 1] == t for n, t in shown)
     page.fill("#question", "   ")
     page.click("#ask-button")
     assert page.is_visible("#error")
@@ -282,3 +305,68 @@ def test_fallback_unsupported_budget_and_stale_lines_are_flagged(page, served, t
     assert page.text_content("#error") == (
         "The model is not answering: model endpoint http://127.0.0.1:9/v1 is not answering")
     assert page.is_hidden("#result")
+
+
+def test_the_page_streams_the_stages_with_a_timer_and_can_cancel(page, served, monkeypatch,
+                                                                 caplog):
+    """While the model works the page shows the stages so far and a running clock; Cancel
+    stops waiting, and the next question still gets its answer."""
+    caplog.set_level(logging.INFO, logger="rag.server")
+    entered, release = threading.Event(), threading.Event()
+    original = ExtractiveGenerator.generate
+
+    def slow(self: object, question: str, evidence: object) -> object:
+        entered.set()
+        release.wait(20)
+        return original(self, question, evidence)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(ExtractiveGenerator, "generate", slow)
+    try:
+        page.fill("#question", "Which port does the HTTP API listen on by default?")
+        page.click("#ask-button")
+        page.locator("#stages li", has_text="as evidence").wait_for()
+        assert "matching passages" in page.text_content("#stages")
+        assert entered.wait(10) and page.is_disabled("#ask-button")
+        page.locator("#elapsed", has_text="1 s").wait_for(timeout=5000)  # the clock runs
+        page.click("#cancel-button")
+        page.locator("#status", has_text="Cancelled after").wait_for()
+        assert page.is_enabled("#ask-button") and page.is_hidden("#cancel-button")
+        assert page.is_hidden("#result")
+    finally:
+        release.set()
+    deadline = time.monotonic() + 10  # the server stops at the next stage, without answering
+    while "client left" not in caplog.text:
+        assert time.monotonic() < deadline, "the server went on after the page cancelled"
+        time.sleep(0.05)
+    monkeypatch.undo()
+    body = ask(page, "Which port does the HTTP API listen on by default?")
+    assert "8080" in page.text_content("#answer") and body["statements"]
+    assert page.is_hidden("#progress")
+
+
+def test_answers_are_rendered_as_markdown_without_markup(page, served):
+    """Code fences become <pre>, lists become lists; HTML in the text stays text."""
+    body = ask(page, "Which port does the HTTP API listen on by default?")
+    first = body["statements"][0]
+    text = ("Start it with `rag serve`:\n\n```bash\nrag serve --port 8080\n```\n\n"
+            "- one <img src=x onerror=\"window.__pwned=3\">\n- [two](javascript:void)\n"
+            "- [three](https://example.org/guide)")
+    done = {**body, "statements": [{**first, "text": text}]}
+    stream = "".join(f"event: {kind}\ndata: {json.dumps(data)}\n\n" for kind, data in (
+        ("hits", {"hits": body["evidence"]}), ("evidence", {"evidence": body["evidence"]}),
+        ("statement", done["statements"][0]), ("done", done)))
+    page.route("**/ask", lambda route: route.fulfill(
+        status=200, content_type="text/event-stream", body=stream))
+    ask(page, "Which port does the HTTP API listen on by default?")
+    assert page.text_content("#answer pre code") == "rag serve --port 8080"
+    assert page.text_content("#answer p code") == "rag serve"
+    items = page.locator("#answer li").all_text_contents()
+    assert items == ['one <img src=x onerror="window.__pwned=3">', "two", "three"]
+    assert page.locator("#answer img").count() == 0
+    links = page.locator("#answer a")  # a web link only: no javascript: link
+    assert links.count() == 1 and links.get_attribute("href") == "https://example.org/guide"
+    assert page.evaluate("window.__pwned") is None
+    page.locator("#answer .chip").first.click()  # the chips still open the cited lines
+    page.wait_for_selector("#viewer:not([hidden])")
+    assert page.text_content("#index-version") not in page.text_content("#index-info")
+

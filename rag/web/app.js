@@ -59,6 +59,11 @@ async function errorMessage(response) {
   } catch (_) {
     detail = "";
   }
+  return messageFor(response.status, detail);
+}
+
+/** One sentence for an HTTP status and the server's own explanation. */
+function messageFor(status, detail) {
   const prefix = {
     400: "The request was not accepted",
     401: "Please sign in again",
@@ -66,7 +71,7 @@ async function errorMessage(response) {
     409: "Busy",
     422: "Please check the question",
     503: "The model is not answering",
-  }[response.status] || `The server failed (HTTP ${response.status})`;
+  }[status] || `The server failed (HTTP ${status})`;
   return detail ? `${prefix}: ${detail}` : `${prefix}.`;
 }
 
@@ -107,13 +112,33 @@ function showLines(citation, chip) {
   }
 }
 
+/** A statement with its citation chips; verified statements are rendered as Markdown,
+ * flagged ones are shown exactly as the model wrote them. */
 function statementNode(statement, viewer, className) {
-  const para = el("p", className);
-  para.append(el("span", "text", statement.text));
-  for (const citation of statement.citations || []) {
-    para.append(" ", citationChip(citation, viewer));
+  const chips = (statement.citations || []).flatMap((c) => [" ", citationChip(c, viewer)]);
+  if (className.includes("unsupported")) {
+    const para = el("p", className);
+    para.append(el("span", "text", statement.text), ...chips);
+    return para;
   }
-  return para;
+  const block = el("div", className);
+  const blocks = markdownNodes(statement.text);
+  const tail = blocks.length && blocks[blocks.length - 1].tagName === "P"
+    ? blocks[blocks.length - 1] : el("p", "cites");
+  tail.append(...chips);
+  block.append(...blocks);
+  if (tail.parentNode !== block) block.append(tail);
+  return block;
+}
+
+/** An evidence passage shown like a citation: its lines as the index holds them. */
+function passageAsCitation(item) {
+  const lines = String(item.text).split("\n")
+    .map((text, n) => ({ number: item.start_line + n, text }));
+  return Object.assign({}, item, {
+    lines,
+    lines_note: "A passage the search found, as indexed; the answer does not cite it.",
+  });
 }
 
 function badge(text, kind) {
@@ -121,6 +146,8 @@ function badge(text, kind) {
 }
 
 function renderAnswer(data) {
+  show("progress", false);
+  clear("draft");
   for (const id of ["answer", "badges", "unsupported", "budget", "closest", "chips"]) clear(id);
   show("viewer", false);
   const badges = $("badges");
@@ -160,8 +187,9 @@ function renderAnswer(data) {
 
   const closest = data.insufficient_evidence ? (data.evidence || []).slice(0, 3) : [];
   for (const item of closest) {
-    const row = el("li", null, span(item));
-    if (item.heading) row.append(el("span", "muted", ` (${item.heading})`));
+    const row = el("li");
+    row.append(citationChip(passageAsCitation(item), showLines));
+    if (item.heading) row.append(el("span", "muted heading-inline", item.heading));
     $("closest").append(row);
   }
   show("closest-section", closest.length > 0);
@@ -178,6 +206,81 @@ function renderAnswer(data) {
     .map(([stage, seconds]) => `${stage} ${Math.round(seconds * 1000)} ms`);
   $("timings").textContent = [`generator: ${data.generator}`, ...timings].join(" · ");
   show("result", true);
+}
+
+let running = null;  // the question in flight: { controller, timer, started }
+
+function elapsedText() {
+  const seconds = running ? Math.floor((performance.now() - running.started) / 1000) : 0;
+  return seconds < 60 ? `${seconds} s` : `${Math.floor(seconds / 60)} min ${seconds % 60} s`;
+}
+
+/** A stage the answer has reached, listed under the status line with its time. */
+function stage(text) {
+  $("stages").append(el("li", null, `${text} (${elapsedText()})`));
+}
+
+function startProgress() {
+  running = { controller: new AbortController(), started: performance.now(), timer: null };
+  running.timer = setInterval(() => { $("elapsed").textContent = elapsedText(); }, 250);
+  $("elapsed").textContent = "0 s";
+  clear("stages");
+  clear("draft");
+  show("cancel-button", true);
+  show("progress", true);
+  return running.controller.signal;
+}
+
+function stopProgress() {
+  if (running) clearInterval(running.timer);
+  show("cancel-button", false);
+}
+
+/** Call `handle(event, data)` for each Server-Sent Event of a streamed response. */
+async function readEvents(response, handle) {
+  const reader = response.body.getReader();
+  const decoder = new TextDecoder();
+  let buffer = "";
+  for (;;) {
+    const { value, done } = await reader.read();
+    buffer += decoder.decode(value || new Uint8Array(), { stream: !done });
+    let end;
+    while ((end = buffer.indexOf("\n\n")) >= 0) {
+      const block = buffer.slice(0, end);
+      buffer = buffer.slice(end + 2);
+      let kind = "message";
+      const data = [];
+      for (const line of block.split("\n")) {
+        if (line.startsWith("event: ")) kind = line.slice(7);
+        else if (line.startsWith("data: ")) data.push(line.slice(6));
+      }
+      if (data.length) handle(kind, JSON.parse(data.join("\n")));
+    }
+    if (done) return;
+  }
+}
+
+/** What each streamed stage changes on the page. */
+function onEvent(kind, data) {
+  if (kind === "hits") {
+    stage(`Found ${data.hits.length} matching passages`);
+    setStatus("Choosing the evidence…");
+  } else if (kind === "evidence") {
+    stage(`Chose ${data.evidence.length} passages as evidence`);
+    setStatus(data.evidence.length
+      ? "Writing the answer and checking every citation (a local model can take minutes)…"
+      : "Nothing you can see matches; finishing…");
+  } else if (kind === "statement") {
+    if (!$("draft").childElementCount) stage("Verified the first statement");
+    $("draft").append(statementNode(data, showLines, "statement"));
+  } else if (kind === "done") {
+    stage("Done");
+    renderAnswer(data);
+    setStatus("");
+  } else if (kind === "error") {
+    show("progress", false);
+    showError(messageFor(data.status, data.error));
+  }
 }
 
 async function ask(event) {
@@ -197,30 +300,41 @@ async function ask(event) {
   $("ask-button").disabled = true;
   show("result", false);  // never leave the last answer up as if it answered this question
   show("viewer", false);
-  setStatus("Searching the docs and checking citations…");
+  const signal = startProgress();
+  setStatus("Searching the docs…");
   try {
     const response = await fetch("/ask", {
       method: "POST",
-      headers: authHeaders({ "Content-Type": "application/json" }),
+      headers: authHeaders({ "Content-Type": "application/json", Accept: "text/event-stream" }),
       body: JSON.stringify(body),
+      signal,
     });
     if (response.status === 401) {
+      show("progress", false);
       await signedOut(await errorMessage(response));
       showError("Your token was not accepted; sign in again or continue with public docs.");
-      setStatus("");
       return;
     }
     if (!response.ok) {
+      show("progress", false);
       showError(await errorMessage(response));
-      setStatus("");
       return;
     }
-    renderAnswer(await response.json());
-    setStatus("");
+    if ((response.headers.get("content-type") || "").startsWith("text/event-stream")) {
+      await readEvents(response, onEvent);
+    } else {
+      renderAnswer(await response.json());
+    }
   } catch (err) {
-    showError("Cannot reach the server. Is `rag serve` still running?");
-    setStatus("");
+    if (err && err.name === "AbortError") {
+      setStatus(`Cancelled after ${elapsedText()}.`);
+      clear("draft");
+    } else {
+      show("progress", false);
+      showError("Cannot reach the server. Is `rag serve` still running?");
+    }
   } finally {
+    stopProgress();
     $("ask-button").disabled = false;
   }
 }
@@ -251,7 +365,8 @@ async function loadHealth() {
   }
   if (!response.ok) return true;
   const data = await response.json();
-  $("index-info").textContent = `${data.chunks} passages indexed · ${data.version}`;
+  $("index-info").textContent = `${data.chunks} passages indexed`;
+  $("index-version").textContent = data.version;
   claimedGroups = Boolean(data.claimed_groups);
   show("groups-field", claimedGroups);
   $("user-name").textContent = data.user || "";
@@ -283,6 +398,9 @@ document.addEventListener("DOMContentLoaded", () => {
     show("signin", false);
   });
   $("signout-button").addEventListener("click", () => signedOut(""));
+  $("cancel-button").addEventListener("click", () => {
+    if (running) running.controller.abort();
+  });
   $("question").addEventListener("keydown", (event) => {
     if (event.key === "Enter" && (event.ctrlKey || event.metaKey)) {
       $("ask-form").requestSubmit();

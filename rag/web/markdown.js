@@ -1,0 +1,86 @@
+// A tiny Markdown renderer for answers: paragraphs, `code`, code fences, lists, web links.
+// Raw HTML is never parsed: every piece of text becomes a text node or textContent.
+"use strict";
+
+/** A new element holding `text` as plain text. */
+function mdNode(tag, text) {
+  const node = document.createElement(tag);
+  if (text !== undefined) node.textContent = text;
+  return node;
+}
+
+/** Inline Markdown: `code` spans and [links](https://...); the rest stays plain text. */
+function inlineNodes(text) {
+  const nodes = [];
+  const pattern = /`([^`\n]+)`|\[([^\]\n]+)\]\(([^)\s]+)\)/g;
+  let last = 0;
+  let match;
+  while ((match = pattern.exec(text)) !== null) {
+    if (match.index > last) nodes.push(document.createTextNode(text.slice(last, match.index)));
+    if (match[1] !== undefined) {
+      nodes.push(mdNode("code", match[1]));
+    } else if (/^https?:\/\//i.test(match[3])) {  // no javascript: or data: links
+      const link = mdNode("a", match[2]);
+      link.href = match[3];
+      link.rel = "noopener noreferrer";
+      link.target = "_blank";
+      nodes.push(link);
+    } else {
+      nodes.push(document.createTextNode(match[2]));  // a path inside the docs: its words
+    }
+    last = pattern.lastIndex;
+  }
+  if (last < text.length) nodes.push(document.createTextNode(text.slice(last)));
+  return nodes;
+}
+
+const FENCE = /^\s*(`{3,}|~{3,})\s*([\w+.-]*)/;
+const ITEM = /^\s*(?:[-*+]|(\d+)[.)])\s+(.*)$/;
+
+/** Markdown blocks (paragraphs, code fences, lists) as DOM nodes. Raw HTML is never
+ * parsed: every piece of text goes in through textContent or a text node. */
+function markdownNodes(text) {
+  const lines = String(text).replace(/\r\n?/g, "\n").split("\n");
+  const blocks = [];
+  let i = 0;
+  while (i < lines.length) {
+    const fence = lines[i].match(FENCE);
+    if (fence) {
+      const body = [];
+      for (i += 1; i < lines.length && !lines[i].trim().startsWith(fence[1]); i += 1) {
+        body.push(lines[i]);
+      }
+      i += 1;  // the closing fence (or the end)
+      const code = mdNode("code", body.join("\n"));
+      if (fence[2]) code.dataset.lang = fence[2];
+      const pre = mdNode("pre");
+      pre.append(code);
+      blocks.push(pre);
+      continue;
+    }
+    let item = lines[i].match(ITEM);
+    if (item) {
+      const list = mdNode(item[1] ? "ol" : "ul");
+      for (; i < lines.length && (item = lines[i].match(ITEM)); i += 1) {
+        const entry = mdNode("li");
+        entry.append(...inlineNodes(item[2]));
+        list.append(entry);
+      }
+      blocks.push(list);
+      continue;
+    }
+    const words = [];
+    for (; i < lines.length && lines[i].trim() && !FENCE.test(lines[i]) && !ITEM.test(lines[i]);
+      i += 1) {
+      words.push(lines[i].trim());
+    }
+    if (words.length) {
+      const para = mdNode("p");
+      para.append(...inlineNodes(words.join(" ")));
+      blocks.push(para);
+    } else {
+      i += 1;  // a blank line
+    }
+  }
+  return blocks;
+}
