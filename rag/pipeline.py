@@ -27,33 +27,17 @@ def run_index(
     docs_root: Path, index_root: Path, settings: Settings, *, rebuild: bool = False,
     show_progress: bool = True, embedder: Embedder | None = None,
 ) -> IndexReport:
-    """`rag index`: bring the index up to date, with a progress bar while embedding."""
+    """`rag index`: bring the index up to date, showing progress while embedding (a bar on
+    a terminal, a plain line every 10 s or tenth otherwise: rag.progress)."""
     from rag.embedding import make_embedder
     from rag.indexing import build_index
 
     embedder = embedder or make_embedder(settings.embedding)
     if not show_progress:
         return build_index(docs_root, index_root, settings, embedder, rebuild=rebuild)
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        Progress,
-        TextColumn,
-        TimeElapsedColumn,
-        TimeRemainingColumn,
-    )
+    from rag.progress import index_progress
 
-    columns = (TextColumn("embedding {task.fields[files]} files"), BarColumn(),
-               MofNCompleteColumn(), TextColumn("chunks {task.fields[rate]}"),
-               TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn())
-    with Progress(*columns, transient=True) as bar:
-        task = bar.add_task("embed", total=None, rate="", files="")
-        started = time.perf_counter()
-
-        def progress(done: int, total: int, files: int) -> None:
-            rate = done / max(time.perf_counter() - started, 1e-9)
-            bar.update(task, completed=done, total=total, rate=f"{rate:.0f}/s", files=files)
-
+    with index_progress() as progress:
         return build_index(docs_root, index_root, settings, embedder, rebuild=rebuild,
                            progress=progress)
 
