@@ -25,6 +25,7 @@ TABLE_METRICS = ("hit@1", "hit@3", "hit@5", "mrr", "section_hit@1", "section_hit
                  "citation_precision", "citation_recall", "must_include", "abstention",
                  "false_abstention", "injection_repeated")
 EXIT_REGRESSION = 10
+EXIT_CASE_ERRORS = 3  # a case raised (a model server gone, a timeout): the figures are not valid
 
 
 def run_eval_command(
@@ -77,13 +78,16 @@ def run_eval_command(
     for case in errors[:5]:
         console.print(f"warning: case {one_line(case['id'])}: {one_line(case['error'])}",
                       markup=False, emoji=False)
+    if errors:
+        console.print(f"error: {len(errors)} of {len(result['cases'])} cases failed "
+                      "(see the warnings above and the report)", markup=False, emoji=False)
     if before is not None:
         regressions = compare(result, before, tolerance)
         for line in regressions:
             console.print(f"regression: {line}", markup=False, emoji=False)
-        if regressions:
+        if regressions and not errors:
             return EXIT_REGRESSION
-    return 0
+    return EXIT_CASE_ERRORS if errors else 0
 
 
 def _read_report(path: Path) -> dict[str, Any]:

@@ -61,12 +61,12 @@ def answer_lines(answer: Answer, docs_root: Path | None = None) -> list[Line]:
     lines.extend([("[unsupported, not part of the answer] ", "red"), (safe(s.text), "")]
                  for s in answer.unsupported)
     if answer.insufficient_evidence and answer.evidence:
-        lines += [[]], [("Closest evidence:", "bold")]
+        lines += [[], [("Closest evidence:", "bold")]]
         lines.extend([(f"  {safe(e.chunk.source_path)}:{e.chunk.start_line}-{e.chunk.end_line}",
                        "green"), (f" ({safe(e.chunk.heading or '-')})", "dim")]
                      for e in answer.evidence[:3])
     if answer.citations:
-        lines += [[]], [("Citations:", "bold")]
+        lines += [[], [("Citations:", "bold")]]
     by_label = {e.label: e for e in answer.evidence}
     cache: dict[str, list[str] | None] = {}
     for c in answer.citations:
@@ -93,7 +93,7 @@ def answer_lines(answer: Answer, docs_root: Path | None = None) -> list[Line]:
         if below:
             lines.append([(f"          | ... ({below} more line{'s' * (below > 1)})", "dim")])
     if any(reason == "budget" for _, reason in answer.excluded):
-        lines += [[]], [("(some evidence was left out to fit the model's context)", "dim")]
+        lines += [[], [("(some evidence was left out to fit the model's context)", "dim")]]
     return lines
 
 
