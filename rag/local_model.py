@@ -263,12 +263,26 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
-def find_running_server(port: int) -> str | None:
-    """Base URL of a server `rag serve-model` keeps on ``port``, if it is alive and answers."""
+def server_key(model_path: str, n_ctx: int, threads: int) -> dict[str, object]:
+    """What a running server must match to be reused: this user, the same model file, window
+    and threads (0 = one per free core, as configured). Anything else gets a private server."""
+    return {"uid": os.getuid(), "model": str(Path(model_path).resolve()), "n_ctx": n_ctx,
+            "threads": threads}
+
+
+def find_running_server(port: int, key: dict[str, object] | None = None) -> str | None:
+    """Base URL of a server `rag serve-model` keeps on ``port``, if this user started it
+    (state file and recorded uid), it matches ``key`` (rag.local_model.server_key), and it is
+    alive and answers."""
+    path = state_path()
     try:
-        state = json.loads(state_path().read_text(encoding="utf-8"))
+        if path.stat().st_uid != os.getuid():
+            return None
+        state = json.loads(path.read_text(encoding="utf-8"))
         pid, state_port = int(state["pid"]), int(state["port"])
     except (OSError, ValueError, KeyError, TypeError):
+        return None
+    if state.get("uid") != os.getuid() or any(state.get(k) != v for k, v in (key or {}).items()):
         return None
     if state_port != port or not _pid_alive(pid):
         return None
@@ -281,7 +295,8 @@ def serve_forever(model_path: str, port: int, n_ctx: int, threads: int = 0,
     """Run the server for `rag serve-model` until Ctrl-C (or SIGTERM), then clean up."""
     path = state_path()
     main = threading.current_thread() is threading.main_thread()
-    stops = (signal.SIGINT, signal.SIGTERM)
+    # Closing the terminal (SIGHUP) stops it as Ctrl-C does: the child and state file go too.
+    stops = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
     previous = {sig: signal.getsignal(sig) for sig in stops}
     if main:  # SIGTERM stops like Ctrl-C; SIGINT too when a script started us in background
         for sig in stops:
@@ -291,7 +306,8 @@ def serve_forever(model_path: str, port: int, n_ctx: int, threads: int = 0,
         with server:
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(json.dumps({"pid": server.pid, "port": server.port,
-                                        "owner": os.getpid(), "model": model_path}))
+                                        "owner": os.getpid(),
+                                        **server_key(model_path, n_ctx, threads)}))
             if on_ready is not None:
                 on_ready(server.base_url)
             while server.process is not None and server.process.poll() is None:
@@ -339,7 +355,8 @@ def local_answer_schema(labels: Sequence[str]) -> dict:
 
 
 class LocalGenerator:
-    """OpenAIGenerator against the embedded server; starts one unless `serve-model` runs."""
+    """OpenAIGenerator against the embedded server; starts a private one (stopped on close,
+    or with this process) unless this user's `serve-model` runs the same model settings."""
 
     name = "local"
 
@@ -347,9 +364,10 @@ class LocalGenerator:
         from rag.generation import OpenAIGenerator
 
         self.server: LocalModelServer | None = None
-        base_url = find_running_server(settings.local_port) if settings.local_port else None
-        if base_url is None:
-            model = settings.local_model_path or default_gguf_path()
+        model = settings.local_model_path or default_gguf_path()
+        key = server_key(model, settings.local_context_tokens, settings.local_threads)
+        base_url = find_running_server(settings.local_port, key) if settings.local_port else None
+        if base_url is None:  # none, or another user's or model's: a private one on a free port
             self.server = LocalModelServer(model, n_ctx=settings.local_context_tokens,
                                            threads=settings.local_threads)
             self.server.start(start_timeout_s)

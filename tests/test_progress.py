@@ -51,3 +51,20 @@ def test_eta_from_the_average_rate() -> None:
     assert eta(0, 100, 5.0) == "-"
     assert eta(25, 100, 30.0) == "0:01:30"
     assert eta(1, 4000, 1.0) == "1:06:39"
+
+
+def test_rag_index_in_a_log_says_progress_with_the_summarys_file_count(
+        docs: Path, tmp_path: Path, monkeypatch) -> None:
+    from typer.testing import CliRunner
+
+    from rag.cli import app
+    from rag.embedding import FakeEmbedder
+
+    monkeypatch.setattr("rag.embedding.make_embedder", lambda *_a, **_k: FakeEmbedder())
+    result = CliRunner().invoke(app, ["index", str(docs), "--index", str(tmp_path / "idx")])
+    assert result.exit_code == 0, result.stderr
+    lines = [x for x in result.stderr.splitlines() if x.startswith("embedding: ")]
+    added = int(result.stdout.split("files: ")[1].split(" added")[0])
+    assert lines[0].startswith("embedding: 0/") and f"from {added} files" in lines[0]
+    done, total = lines[-1].split()[1].split("/")
+    assert done == total and f"{total} embedded" in result.stdout
