@@ -34,14 +34,23 @@ def _words(text: str) -> set[str]:
 
 def preview(quoted: Sequence[tuple[int, str]], statements: Sequence[str],
             limit: int = PREVIEW_LINES) -> tuple[list[tuple[int, str]], int, int]:
-    """At most ``limit`` of the cited lines, centred on the one sharing the most words with
-    the statements it supports; returns (lines, hidden above, hidden below)."""
+    """At most ``limit`` of the cited lines: the run of non-blank lines that holds the most
+    words of the statements they support, centred on the best single line when several
+    runs hold as many; returns (lines, lines hidden above, lines hidden below)."""
     if len(quoted) <= limit:
         return list(quoted), 0, 0
+    lines = [q for q in quoted if q[1].strip()] or list(quoted)
     wanted = set().union(*(_words(s) for s in statements)) if statements else set()
-    best = max(range(len(quoted)), key=lambda i: (len(_words(quoted[i][1]) & wanted), -i))
-    start = min(max(best - (limit - 1) // 2, 0), len(quoted) - limit)
-    return list(quoted[start:start + limit]), start, len(quoted) - start - limit
+    words = [_words(text) & wanted for _, text in lines]
+    best = max(range(len(lines)), key=lambda i: (len(words[i]), -i))
+
+    def score(start: int) -> tuple[int, float]:
+        held = set().union(*words[start:start + limit])
+        return len(held), -abs(start + (limit - 1) / 2 - best)
+
+    start = max(range(max(len(lines) - limit, 0) + 1), key=score)
+    shown = lines[start:start + limit]
+    return shown, shown[0][0] - quoted[0][0], quoted[-1][0] - shown[-1][0]
 
 
 def answer_lines(answer: Answer, docs_root: Path | None = None) -> list[Line]:

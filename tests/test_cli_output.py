@@ -120,3 +120,11 @@ def test_eval_with_failed_cases_exits_3_and_says_how_many(
     assert result.exit_code == 3, result.stderr
     assert "error: 1 of 2 cases failed" in result.stderr
     assert Settings().generation.generator in ("extractive", "local", "openai")
+
+
+def test_preview_skips_blank_lines_and_keeps_the_lines_that_hold_the_statement() -> None:
+    quoted = [(3, "You can serve static files with StaticFiles."), (4, ""),
+              (5, "Mount it on a path."), (6, ""), (7, "Or host a frontend."), (8, ""),
+              (9, "Several advantages for frontends.")]
+    shown, above, below = preview(quoted, ["You can serve static files with StaticFiles."])
+    assert [n for n, _ in shown] == [3, 5, 7, 9] and (above, below) == (0, 0)
