@@ -22,15 +22,17 @@ class PlainProgress:
     """Periodic one-line reports, for a stderr that is not a terminal."""
 
     def __init__(self, out: TextIO | None = None, *, every_s: float = 10.0,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic, what: str = "embedding",
+                 unit: str = "chunks") -> None:
         self.out = out
+        self.what, self.unit = what, unit
         self.every_s = every_s
         self.clock = clock
         self.started = clock()
         self._last_time: float | None = None
         self._last_tenth = -1
 
-    def __call__(self, done: int, total: int, files: int) -> None:
+    def __call__(self, done: int, total: int, files: int | None = None) -> None:
         now = self.clock()
         tenth = done * 10 // total if total else 10
         due = (self._last_time is None or done >= total or tenth > self._last_tenth
@@ -39,7 +41,8 @@ class PlainProgress:
             return
         self._last_time, self._last_tenth = now, tenth
         out = self.out or sys.stderr
-        out.write(f"embedding: {done}/{total} chunks from {files} file{'s' * (files != 1)}, "
+        source = "" if files is None else f" from {files} file{'s' * (files != 1)}"
+        out.write(f"{self.what}: {done}/{total} {self.unit}{source}, "
                   f"{now - self.started:.0f} s\n")
         out.flush()
 
