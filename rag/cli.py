@@ -218,7 +218,8 @@ def serve_model(
     port: Annotated[int | None, typer.Option("--port", help="Loopback port.")] = None,
 ) -> None:
     """Keep the embedded local model running so repeated `rag ask` calls reuse it."""
-    from rag.local_model import default_gguf_path, serve_forever
+    from rag.local_model import default_gguf_path
+    from rag.serve_model import serve_forever
 
     gen = cli_settings(config).generation
     model = gen.local_model_path or default_gguf_path()

@@ -2,9 +2,9 @@
 
 The server is llama.cpp's own C++ server from the prebuilt ``xllamacpp`` wheel, run in a
 separate process (``python -m rag.local_model``) so that a crash or a hung generation never
-takes the CLI down with it, and so `rag serve-model` can keep one warm for many `rag ask`
-calls. Every child is stopped on close, on error, on Ctrl-C and at interpreter exit; on
-Linux it also dies with its parent if that is killed.
+takes the CLI down with it, and so `rag serve-model` (rag.serve_model) can keep one warm for
+many `rag ask` calls. Every child is stopped on close, on error, on Ctrl-C and at interpreter
+exit; on Linux it also dies with its parent if that is killed.
 """
 
 from __future__ import annotations
@@ -288,40 +288,6 @@ def find_running_server(port: int, key: dict[str, object] | None = None) -> str 
         return None
     base_url = f"http://{HOST}:{port}/v1"
     return base_url if served_models(base_url) is not None else None
-
-
-def serve_forever(model_path: str, port: int, n_ctx: int, threads: int = 0,
-                  on_ready: Callable[[str], None] | None = None) -> None:
-    """Run the server for `rag serve-model` until Ctrl-C (or SIGTERM), then clean up."""
-    path = state_path()
-    main = threading.current_thread() is threading.main_thread()
-    # Closing the terminal (SIGHUP) stops it as Ctrl-C does: the child and state file go too.
-    stops = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-    previous = {sig: signal.getsignal(sig) for sig in stops}
-    if main:  # SIGTERM stops like Ctrl-C; SIGINT too when a script started us in background
-        for sig in stops:
-            signal.signal(sig, signal.default_int_handler)
-    server = LocalModelServer(model_path, n_ctx=n_ctx, threads=threads, port=port)
-    try:
-        with server:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(json.dumps({"pid": server.pid, "port": server.port,
-                                        "owner": os.getpid(),
-                                        **server_key(model_path, n_ctx, threads)}))
-            if on_ready is not None:
-                on_ready(server.base_url)
-            while server.process is not None and server.process.poll() is None:
-                time.sleep(0.5)
-            raise GenerationError(f"local model server exited: {server.last_log_line()}")
-    except KeyboardInterrupt:
-        pass
-    finally:
-        with contextlib.suppress(OSError, ValueError):
-            if json.loads(path.read_text()).get("owner") == os.getpid():
-                path.unlink()
-        if main:
-            for sig, handler in previous.items():
-                signal.signal(sig, handler)
 
 
 def local_answer_schema(labels: Sequence[str]) -> dict:

@@ -245,7 +245,8 @@ def test_serve_forever_records_state_and_cleans_up_when_stopped(
         import rag.local_model as lm
         from tests.test_local_model import FakeModelServer
         lm.LocalModelServer = FakeModelServer
-        lm.serve_forever({model_file!r}, {port}, 2048)
+        from rag.serve_model import serve_forever
+        serve_forever({model_file!r}, {port}, 2048)
     """)
     env = {**os.environ, "XDG_CACHE_HOME": str(cache_home)}
     proc = subprocess.Popen([sys.executable, "-c", script], cwd=REPO, env=env)
