@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -128,3 +129,20 @@ def test_preview_skips_blank_lines_and_keeps_the_lines_that_hold_the_statement()
               (9, "Several advantages for frontends.")]
     shown, above, below = preview(quoted, ["You can serve static files with StaticFiles."])
     assert [n for n, _ in shown] == [3, 5, 7, 9] and (above, below) == (0, 0)
+
+
+def test_piped_ask_has_no_spinner_colour_or_wrapping(docs: Path, tmp_path: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("rag.embedding.make_embedder", lambda *_a, **_k: FakeEmbedder())
+    monkeypatch.setenv("COLUMNS", "20")
+    index = str(tmp_path / "idx")
+    assert CliRunner().invoke(app, ["index", str(docs), "--index", index]).exit_code == 0
+    monkeypatch.setenv("RAG_VERIFICATION__ABSTENTION", "off")
+    result = CliRunner().invoke(app, ["ask", "Which address does Tidewatch bind to by default?",
+                                      "--index", index, "--generator", "extractive"])
+    assert result.exit_code == 0, result.stderr
+    answer, citations = result.stdout.split("\n\nCitations:\n")
+    assert all(re.search(r"\S \[E\d+\](?: \[E\d+\])*$", line) for line in answer.splitlines())
+    assert max(len(line) for line in result.stdout.splitlines()) > 20  # not wrapped
+    assert "\x1b" not in result.stdout + result.stderr and result.stderr == ""
+    assert citations.startswith("  [E")
