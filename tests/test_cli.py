@@ -84,11 +84,14 @@ def test_ask_extractive_prints_verified_citations(fastapi_docs: Path, built: Pat
     for c in answer["citations"]:
         lines = (fastapi_docs / c["source_path"]).read_text(encoding="utf-8").split("\n")
         ev = next(e for e in answer["evidence"] if e["label"] == c["label"])
+        assert ev["start_line"] <= c["start_line"] <= c["end_line"] <= ev["end_line"]
+        # a citation names the lines that support its statement, not the whole chunk
         assert span_text(lines, c["start_line"], c["end_line"], ev.get("start_col"),
-                         ev.get("end_col")) == ev["text"]
+                         ev.get("end_col")) == c["text"] and c["text"] in ev["text"]
     code, out, _ = run("ask", "How do I serve static files from a directory?", "--index",
                        str(built), "--generator", "extractive")
     assert code == 0 and "Citations:" in out and "static-files.md:" in out
+    assert out.split("\n")[0].endswith("]") and "\x1b" not in out  # labels; piped: plain
 
 
 @pytest.mark.parametrize("args, needle, code", [
