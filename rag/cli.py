@@ -2,67 +2,32 @@
 
 from __future__ import annotations
 
-import functools
-import os
 import sys
-from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any
 
 import typer
-from typer._click.exceptions import ClickException, NoArgsIsHelpError, UsageError
-from typer.core import TyperGroup
 
-from rag.errors import EXIT_INTERRUPTED, RagError
-from rag.terminal import block, json_line, one_line
-
-EXIT_USAGE = 2
-EXIT_OTHER = 3
-
-
-class OneLineErrors(TyperGroup):
-    """Usage errors and unexpected failures as one line on stderr, never a panel or traceback.
-
-    Runs every command non-standalone, so click's exceptions reach this method: a usage
-    error exits 2, any exception no command turned into a RagError exits 3 (RAG_DEBUG=1
-    re-raises it for a traceback).
-    """
-
-    def main(self, args: Any = None, prog_name: str | None = None,
-             complete_var: str | None = None, standalone_mode: bool = True,
-             **extra: Any) -> Any:
-        if not standalone_mode:
-            return super().main(args, prog_name, complete_var, standalone_mode, **extra)
-        try:
-            code = super().main(args, prog_name, complete_var, False, **extra)
-        except NoArgsIsHelpError as exc:
-            if exc.ctx is not None:
-                exc.ctx.get_help()  # typer prints its help panel itself
-            code = EXIT_USAGE
-        except UsageError as exc:
-            hint = f" (see `{exc.ctx.command_path} --help`)" if exc.ctx else ""
-            typer.echo(f"error: {one_line(exc.format_message())}{hint}", err=True)
-            code = EXIT_USAGE
-        except ClickException as exc:
-            typer.echo(f"error: {one_line(exc.format_message())}", err=True)
-            code = exc.exit_code
-        except (typer.Abort, KeyboardInterrupt):
-            typer.echo("error: interrupted", err=True)
-            code = EXIT_INTERRUPTED
-        except ImportError as exc:  # a broken install, met inside a command
-            typer.echo(f"error: missing dependency ({one_line(exc)}); run scripts/setup.sh",
-                       err=True)
-            code = EXIT_OTHER
-        except Exception as exc:  # the last line of defence
-            if os.environ.get("RAG_DEBUG"):
-                raise
-            detail = one_line(str(exc).splitlines()[0][:200] if str(exc) else "")
-            typer.echo(f"error: unexpected {type(exc).__name__}"
-                       f"{': ' + detail if detail else ''} (RAG_DEBUG=1 shows a traceback)",
-                       err=True)
-            code = EXIT_OTHER
-        sys.exit(code if isinstance(code, int) else 0)
-
+from rag.cli_common import (
+    DEFAULT_INDEX,
+    ConfigOpt,
+    DocsOpt,
+    GeneratorOpt,
+    GroupsOpt,
+    IndexOpt,
+    JsonOpt,
+    MaybeIndexOpt,
+    OneLineErrors,
+    clean_errors,
+    cli_settings,
+    group_set,
+    index_path,
+    not_blank,
+    positive,
+    target_of,
+)
+from rag.cli_token import token_app
+from rag.terminal import json_line, one_line
 
 app = typer.Typer(
     cls=OneLineErrors,
@@ -71,24 +36,6 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     help="Ask questions about a folder of Markdown docs; every citation is verified.",
 )
-
-IndexOpt = Annotated[Path, typer.Option("--index", help="Index folder.")]
-ConfigOpt = Annotated[
-    Path | None, typer.Option("--config", help="TOML config [default: configs/default.toml].")
-]
-JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of text.")]
-GeneratorOpt = Annotated[str | None, typer.Option(
-    "--generator", help="extractive (default), local or openai.")]
-GroupsOpt = Annotated[
-    str, typer.Option("--groups", help="Comma-separated groups of the asking user.")
-]
-DocsOpt = Annotated[Path | None, typer.Option(
-    "--docs", help="Docs folder; indexed first (without --index: into a cache per folder).")]
-MaybeIndexOpt = Annotated[Path | None, typer.Option(
-    "--index", help="Index folder (default: indexes/default, or the --docs folder's cache).")]
-F = TypeVar("F", bound=Callable[..., Any])
-DEFAULT_INDEX = Path("indexes/default")
-
 
 def _version(value: bool) -> None:
     if value:
@@ -108,70 +55,6 @@ def _main(version: Annotated[bool, typer.Option(
     """Ask questions about a folder of Markdown docs; every citation is verified."""
 
 
-def fail(message: str, code: int) -> typer.Exit:
-    typer.echo(f"error: {one_line(message)}", err=True)
-    return typer.Exit(code)
-
-
-def clean_errors(func: F) -> F:
-    """Turn domain errors into one line on stderr and a distinct exit code."""
-
-    @functools.wraps(func)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return func(*args, **kwargs)
-        except RagError as exc:
-            raise fail(str(exc), exc.exit_code) from None
-        except KeyboardInterrupt:
-            raise fail("interrupted", EXIT_INTERRUPTED) from None
-        except OSError as exc:
-            if os.environ.get("RAG_DEBUG"):
-                raise
-            where = f" ({exc.filename})" if exc.filename else ""
-            raise fail(f"{exc.strerror or exc}{where}", 3) from None
-
-    return wrapper  # type: ignore[return-value]
-
-
-def _positive(value: int | None) -> int | None:
-    if value is not None and value < 1:
-        raise typer.BadParameter(f"must be at least 1, not {value}")
-    return value
-
-
-def _not_blank(value: str) -> str:
-    if not value.strip():
-        raise typer.BadParameter("must not be empty")
-    return value
-
-
-def _groups(value: str) -> frozenset[str]:
-    return frozenset(g.strip() for g in value.split(",") if g.strip())
-
-
-def _index_path(index: Path) -> Path:
-    from rag.paths import check_index_path
-
-    return check_index_path(index)
-
-
-def _settings(config: Path | None) -> Any:
-    from rag.config import env_warnings, load_settings
-
-    settings = load_settings(config)
-    for warning in env_warnings(os.environ, settings):
-        typer.echo(f"warning: {one_line(warning)}", err=True)
-    return settings
-
-
-def _target(index: Path | None, docs: Path | None, settings: Any, quiet: bool = False) -> Any:
-    """--index / --docs -> the index (brought up to date when --docs is given) and docs folder."""
-    from rag.folders import resolve
-
-    return resolve(index, docs, settings, show_progress=not quiet and sys.stdout.isatty(),
-                   warn=lambda line: typer.echo(one_line(line), err=True))
-
-
 @app.command()
 @clean_errors
 def index(
@@ -187,8 +70,8 @@ def index(
     from rag.folders import mark_fresh
     from rag.pipeline import run_index
 
-    settings = _settings(config)
-    docs, index = Path(docs_dir or settings.docs.root), _index_path(index)
+    settings = cli_settings(config)
+    docs, index = Path(docs_dir or settings.docs.root), index_path(index)
     report = run_index(docs, index, settings, rebuild=rebuild, show_progress=not json_out)
     mark_fresh(index, settings, report.version)
     _print_report(report, json_out)
@@ -208,39 +91,50 @@ def _print_report(report: Any, json_out: bool) -> None:
 @app.command()
 @clean_errors
 def search(
-    query: Annotated[str, typer.Argument(help="What to look for.", callback=_not_blank)],
+    query: Annotated[str, typer.Argument(help="What to look for.", callback=not_blank)],
     index: MaybeIndexOpt = None,
     docs: DocsOpt = None,
     config: ConfigOpt = None,
     mode: Annotated[str | None, typer.Option("--mode", help="dense, lexical or hybrid.")] = None,
     k: Annotated[int | None, typer.Option("--k", "-k", help="Hits to return.",
-                                          callback=_positive)] = None,
+                                          callback=positive)] = None,
     groups: GroupsOpt = "",
     json_out: JsonOpt = False,
 ) -> None:
     """Search Hits only, no model."""
     from rag.pipeline import open_retriever
 
-    settings = _settings(config)
-    target = _target(index, docs, settings, json_out)
+    settings = cli_settings(config)
+    target = target_of(index, docs, settings, json_out)
     retriever = open_retriever(target.index, settings, target.embedder)
-    hits = retriever.search(query, k=k, mode=mode, groups=_groups(groups))
-    for hit in hits:
-        if json_out:
+    hits = retriever.search(query, k=k, mode=mode, groups=group_set(groups))
+    if json_out:
+        for hit in hits:
             typer.echo(json_line(hit.to_dict()))
-            continue
-        c = hit.chunk
-        snippet = one_line(" ".join(c.text.split())[:160])
-        typer.echo(f"{one_line(c.source_path)}:{c.start_line}-{c.end_line}  "
-                   f"{one_line(c.heading or '-')}  {hit.score:.4f}\n    {snippet}")
-    if not hits and not json_out:
+    elif hits:
+        from rag.render import hit_lines
+
+        _print_lines(hit_lines(hits))
+    else:
         typer.echo("no hits", err=True)
+
+
+def _print_lines(lines: Any) -> None:
+    """Wrapped and coloured on a terminal, plain (rag.render.plain) when piped."""
+    from rag.render import plain, show
+
+    if sys.stdout.isatty():
+        from rich.console import Console
+
+        show(lines, Console())
+    else:
+        typer.echo(plain(lines))
 
 
 @app.command()
 @clean_errors
 def ask(
-    question: Annotated[str, typer.Argument(help="Your question.", callback=_not_blank)],
+    question: Annotated[str, typer.Argument(help="Your question.", callback=not_blank)],
     index: MaybeIndexOpt = None,
     docs: DocsOpt = None,
     config: ConfigOpt = None,
@@ -254,22 +148,35 @@ def ask(
 ) -> None:
     """Answer from the docs, with verified `path:start-end` citations."""
     from rag.errors import EXIT_ANSWERED, EXIT_INSUFFICIENT
-    from rag.pipeline import Pipeline, open_retriever, render_answer
+    from rag.pipeline import Pipeline, open_retriever
+    from rag.render import answer_lines
     from rag.reverify import answer_json
 
-    settings = _settings(config)
+    settings = cli_settings(config)
     if k is not None:
         settings = settings.model_copy(
             update={"retrieval": settings.retrieval.model_copy(update={"k": k})})
-    target = _target(index, docs, settings, json_out)
+    target = target_of(index, docs, settings, json_out)
     retriever = open_retriever(target.index, settings, target.embedder)
-    with Pipeline(target.index, settings, generator=generator, retriever=retriever) as pipeline:
-        result = pipeline.ask(question, mode=mode, groups=_groups(groups))
+    with (Pipeline(target.index, settings, generator=generator, retriever=retriever) as pipeline,
+          _spinner("answering")):
+        result = pipeline.ask(question, mode=mode, groups=group_set(groups))
     if json_out:
         typer.echo(json_line(answer_json(result, target.docs)))
     else:
-        typer.echo(block(render_answer(result, target.docs)))
+        _print_lines(answer_lines(result, target.docs))
     raise typer.Exit(EXIT_INSUFFICIENT if result.insufficient_evidence else EXIT_ANSWERED)
+
+
+def _spinner(what: str) -> Any:
+    """A spinner on stderr while waiting, on a terminal only."""
+    if not sys.stderr.isatty():
+        import contextlib
+
+        return contextlib.nullcontext()
+    from rich.console import Console
+
+    return Console(stderr=True).status(f"{what}...")
 
 
 @app.command("eval")
@@ -285,7 +192,7 @@ def eval_cmd(
     out: Annotated[Path | None, typer.Option(
         "--out", help="Report path [default: reports/eval-<generator>.json].")] = None,
     limit: Annotated[int | None, typer.Option("--limit", help="Only the first N cases.",
-                                              callback=_positive)] = None,
+                                              callback=positive)] = None,
     baseline: Annotated[Path | None, typer.Option(
         "--baseline", help="Fail when a metric falls below this report's.")] = None,
     tolerance: Annotated[float, typer.Option("--tolerance", help="Allowed drop (0 to 1).",
@@ -296,9 +203,9 @@ def eval_cmd(
     from rag.folders import docs_of_index
 
     if docs is None and index is not None:
-        docs = docs_of_index(_index_path(index))  # the folder that index was built from
-    code = run_eval_command(eval_file, docs=docs, index=index and _index_path(index),
-                            settings=_settings(config),
+        docs = docs_of_index(index_path(index))  # the folder that index was built from
+    code = run_eval_command(eval_file, docs=docs, index=index and index_path(index),
+                            settings=cli_settings(config),
                             generator=generator, out=out, limit=limit, baseline=baseline,
                             tolerance=tolerance)
     raise typer.Exit(code)
@@ -311,9 +218,10 @@ def serve_model(
     port: Annotated[int | None, typer.Option("--port", help="Loopback port.")] = None,
 ) -> None:
     """Keep the embedded local model running so repeated `rag ask` calls reuse it."""
-    from rag.local_model import default_gguf_path, serve_forever
+    from rag.local_model import default_gguf_path
+    from rag.serve_model import serve_forever
 
-    gen = _settings(config).generation
+    gen = cli_settings(config).generation
     model = gen.local_model_path or default_gguf_path()
     typer.echo(f"serving {one_line(Path(model).name)} on 127.0.0.1:{port or gen.local_port} (Ctrl-C stops)",
                err=True)
@@ -340,8 +248,8 @@ def serve(
     """HTTP API and web page: ask from a browser, click a citation, see the cited lines."""
     from rag.server import serve as run_server
 
-    settings = _settings(config)
-    target = _target(index, docs, settings)
+    settings = cli_settings(config)
+    target = target_of(index, docs, settings)
     run_server(index=target.index, settings=settings, docs=target.docs, host=host, port=port,
                generator=generator, watch=watch,
                trust_claimed_groups=dev_trust_claimed_groups)
@@ -361,9 +269,9 @@ def mcp(
     """MCP server over stdio: search_docs, ask_docs, read_lines, list_sources."""
     from rag.mcp_server import run_mcp
 
-    settings = _settings(config)
-    target = _target(index, docs, settings, quiet=True)  # stdout carries the protocol
-    run_mcp(target.index, target.docs, settings, generator=generator, groups=_groups(groups))
+    settings = cli_settings(config)
+    target = target_of(index, docs, settings, quiet=True)  # stdout carries the protocol
+    run_mcp(target.index, target.docs, settings, generator=generator, groups=group_set(groups))
 
 
 @app.command()
@@ -381,60 +289,12 @@ def verify(
     """
     from rag.reverify import verify_file
 
-    code = verify_file(answer_file, docs, _settings(config), json_out=json_out,
+    code = verify_file(answer_file, docs, cli_settings(config), json_out=json_out,
                        echo=typer.echo)
     raise typer.Exit(code)
 
 
-token_app = typer.Typer(no_args_is_help=True,
-                        help="API tokens for `rag serve` (stored hashed in [server] tokens_file).")
 app.add_typer(token_app, name="token")
-
-
-@token_app.command("add")
-@clean_errors
-def token_add(
-    name: Annotated[str, typer.Argument(help="User name the token stands for.")],
-    groups: GroupsOpt = "",
-    config: ConfigOpt = None,
-) -> None:
-    """Create a token for NAME and print it once; only its hash is kept."""
-    from rag.auth import add_token, parse_groups, tokens_path
-
-    path = tokens_path(_settings(config).server)
-    token = add_token(path, name, parse_groups(groups))
-    typer.echo(f"token for {name} (shown once; store it now):", err=True)
-    typer.echo(token)
-
-
-@token_app.command("list")
-@clean_errors
-def token_list(config: ConfigOpt = None, json_out: JsonOpt = False) -> None:
-    """Users with a token and their groups (tokens themselves are never stored)."""
-    from rag.auth import read_tokens, tokens_path
-
-    entries = read_tokens(tokens_path(_settings(config).server))
-    for e in entries:
-        if json_out:
-            typer.echo(json_line({"name": e.name, "groups": list(e.groups),
-                                   "created": e.created}))
-        else:
-            typer.echo(one_line(f"{e.name}  groups: {','.join(e.groups) or '-'}  created {e.created}"))
-    if not entries and not json_out:
-        typer.echo("no tokens", err=True)
-
-
-@token_app.command("remove")
-@clean_errors
-def token_remove(
-    name: Annotated[str, typer.Argument(help="User whose token stops working.")],
-    config: ConfigOpt = None,
-) -> None:
-    """Revoke NAME's token; a running server refuses it from the next request."""
-    from rag.auth import remove_token, tokens_path
-
-    remove_token(tokens_path(_settings(config).server), name)
-    typer.echo(f"removed the token of {name}", err=True)
 
 
 def main() -> None:

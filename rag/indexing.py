@@ -302,7 +302,7 @@ def _update_vectors(
     reused = None
     if reuse and old is not None:
         reused = store.reconstruct(old.vectors, [fid_of_hash[hashes[f]] for f in reuse])
-    files = len({wanted[f].source_path for f in embed})
+    files = len(report.added) + len(report.changed)  # as the summary counts them
     fresh = _embed(embedder, [embed_text(wanted[f]) for f in embed], settings,
                    progress and (lambda done, total: progress(done, total, files)))
     report.chunks_embedded = len(embed)
@@ -343,6 +343,8 @@ def _embed(
     # Hand the embedder several batches at once: it sorts what it gets by length, so
     # batches pad to similar lengths (less wasted compute) while progress still moves.
     size = settings.embedding.batch_size * EMBED_WINDOW_BATCHES
+    if progress is not None and texts:
+        progress(0, len(texts))  # the total is known before the first batch
     for start in range(0, len(texts), size):
         out[start:start + size] = embedder.embed_batch(texts[start:start + size])
         if progress is not None:

@@ -2,9 +2,9 @@
 
 The server is llama.cpp's own C++ server from the prebuilt ``xllamacpp`` wheel, run in a
 separate process (``python -m rag.local_model``) so that a crash or a hung generation never
-takes the CLI down with it, and so `rag serve-model` can keep one warm for many `rag ask`
-calls. Every child is stopped on close, on error, on Ctrl-C and at interpreter exit; on
-Linux it also dies with its parent if that is killed.
+takes the CLI down with it, and so `rag serve-model` (rag.serve_model) can keep one warm for
+many `rag ask` calls. Every child is stopped on close, on error, on Ctrl-C and at interpreter
+exit; on Linux it also dies with its parent if that is killed.
 """
 
 from __future__ import annotations
@@ -263,49 +263,31 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
-def find_running_server(port: int) -> str | None:
-    """Base URL of a server `rag serve-model` keeps on ``port``, if it is alive and answers."""
+def server_key(model_path: str, n_ctx: int, threads: int) -> dict[str, object]:
+    """What a running server must match to be reused: this user, the same model file, window
+    and threads (0 = one per free core, as configured). Anything else gets a private server."""
+    return {"uid": os.getuid(), "model": str(Path(model_path).resolve()), "n_ctx": n_ctx,
+            "threads": threads}
+
+
+def find_running_server(port: int, key: dict[str, object] | None = None) -> str | None:
+    """Base URL of a server `rag serve-model` keeps on ``port``, if this user started it
+    (state file and recorded uid), it matches ``key`` (rag.local_model.server_key), and it is
+    alive and answers."""
+    path = state_path()
     try:
-        state = json.loads(state_path().read_text(encoding="utf-8"))
+        if path.stat().st_uid != os.getuid():
+            return None
+        state = json.loads(path.read_text(encoding="utf-8"))
         pid, state_port = int(state["pid"]), int(state["port"])
     except (OSError, ValueError, KeyError, TypeError):
+        return None
+    if state.get("uid") != os.getuid() or any(state.get(k) != v for k, v in (key or {}).items()):
         return None
     if state_port != port or not _pid_alive(pid):
         return None
     base_url = f"http://{HOST}:{port}/v1"
     return base_url if served_models(base_url) is not None else None
-
-
-def serve_forever(model_path: str, port: int, n_ctx: int, threads: int = 0,
-                  on_ready: Callable[[str], None] | None = None) -> None:
-    """Run the server for `rag serve-model` until Ctrl-C (or SIGTERM), then clean up."""
-    path = state_path()
-    main = threading.current_thread() is threading.main_thread()
-    stops = (signal.SIGINT, signal.SIGTERM)
-    previous = {sig: signal.getsignal(sig) for sig in stops}
-    if main:  # SIGTERM stops like Ctrl-C; SIGINT too when a script started us in background
-        for sig in stops:
-            signal.signal(sig, signal.default_int_handler)
-    server = LocalModelServer(model_path, n_ctx=n_ctx, threads=threads, port=port)
-    try:
-        with server:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(json.dumps({"pid": server.pid, "port": server.port,
-                                        "owner": os.getpid(), "model": model_path}))
-            if on_ready is not None:
-                on_ready(server.base_url)
-            while server.process is not None and server.process.poll() is None:
-                time.sleep(0.5)
-            raise GenerationError(f"local model server exited: {server.last_log_line()}")
-    except KeyboardInterrupt:
-        pass
-    finally:
-        with contextlib.suppress(OSError, ValueError):
-            if json.loads(path.read_text()).get("owner") == os.getpid():
-                path.unlink()
-        if main:
-            for sig, handler in previous.items():
-                signal.signal(sig, handler)
 
 
 def local_answer_schema(labels: Sequence[str]) -> dict:
@@ -339,7 +321,8 @@ def local_answer_schema(labels: Sequence[str]) -> dict:
 
 
 class LocalGenerator:
-    """OpenAIGenerator against the embedded server; starts one unless `serve-model` runs."""
+    """OpenAIGenerator against the embedded server; starts a private one (stopped on close,
+    or with this process) unless this user's `serve-model` runs the same model settings."""
 
     name = "local"
 
@@ -347,9 +330,10 @@ class LocalGenerator:
         from rag.generation import OpenAIGenerator
 
         self.server: LocalModelServer | None = None
-        base_url = find_running_server(settings.local_port) if settings.local_port else None
-        if base_url is None:
-            model = settings.local_model_path or default_gguf_path()
+        model = settings.local_model_path or default_gguf_path()
+        key = server_key(model, settings.local_context_tokens, settings.local_threads)
+        base_url = find_running_server(settings.local_port, key) if settings.local_port else None
+        if base_url is None:  # none, or another user's or model's: a private one on a free port
             self.server = LocalModelServer(model, n_ctx=settings.local_context_tokens,
                                            threads=settings.local_threads)
             self.server.start(start_timeout_s)

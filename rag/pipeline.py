@@ -20,7 +20,6 @@ if TYPE_CHECKING:
     from rag.generation import GenerationResult
     from rag.indexing import IndexReport
 
-MAX_QUOTED = 8  # lines quoted per citation in plain-text output
 INSUFFICIENT = "Insufficient evidence: the docs shown do not answer this question."
 # Told each stage's result as it is ready: ("hits", hits), ("evidence", evidence),
 # ("statement", statement) per verified statement. Raising in it stops the work there.
@@ -31,33 +30,17 @@ def run_index(
     docs_root: Path, index_root: Path, settings: Settings, *, rebuild: bool = False,
     show_progress: bool = True, embedder: Embedder | None = None,
 ) -> IndexReport:
-    """`rag index`: bring the index up to date, with a progress bar while embedding."""
+    """`rag index`: bring the index up to date, showing progress while embedding (a bar on
+    a terminal, a plain line every 10 s or tenth otherwise: rag.progress)."""
     from rag.embedding import make_embedder
     from rag.indexing import build_index
 
     embedder = embedder or make_embedder(settings.embedding)
     if not show_progress:
         return build_index(docs_root, index_root, settings, embedder, rebuild=rebuild)
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        Progress,
-        TextColumn,
-        TimeElapsedColumn,
-        TimeRemainingColumn,
-    )
+    from rag.progress import index_progress
 
-    columns = (TextColumn("embedding {task.fields[files]} files"), BarColumn(),
-               MofNCompleteColumn(), TextColumn("chunks {task.fields[rate]}"),
-               TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn())
-    with Progress(*columns, transient=True) as bar:
-        task = bar.add_task("embed", total=None, rate="", files="")
-        started = time.perf_counter()
-
-        def progress(done: int, total: int, files: int) -> None:
-            rate = done / max(time.perf_counter() - started, 1e-9)
-            bar.update(task, completed=done, total=total, rate=f"{rate:.0f}/s", files=files)
-
+    with index_progress() as progress:
         return build_index(docs_root, index_root, settings, embedder, rebuild=rebuild,
                            progress=progress)
 
@@ -302,41 +285,9 @@ def _unique(citations: Iterable[Citation]) -> tuple[Citation, ...]:
 
 
 def render_answer(answer: Answer, docs_root: Path | None = None) -> str:
-    """Plain text: the answer, then each citation as path:start-end (heading) with its lines
-    quoted from the file (checked against the file as it is now). Every field from a document
-    or the model is made terminal-safe and kept on its own line (rag.terminal.one_line)."""
-    from rag.terminal import one_line as safe
-    from rag.verification import cited_text, quote_lines
+    """Plain text for a pipe (rag.render has the terminal form): each statement with its
+    labels, then each citation with a preview of its lines, checked against the file now.
+    Every field from a document or the model is terminal-safe and on its own line."""
+    from rag.render import render_answer as plain_answer
 
-    lines: list[str] = []
-    if answer.extractive_fallback:
-        lines.append("[extractive answer: the model's answer failed verification]")
-    lines.append(safe(answer.answer))
-    for s in answer.unsupported:
-        lines.append(f"[unsupported, not part of the answer] {safe(s.text)}")
-    if answer.insufficient_evidence and answer.evidence:
-        lines.append("\nClosest evidence:")
-        lines.extend(f"  {safe(e.chunk.source_path)}:{e.chunk.start_line}-{e.chunk.end_line} "
-                     f"({safe(e.chunk.heading or '-')})" for e in answer.evidence[:3])
-    if answer.citations:
-        lines.append("\nCitations:")
-    by_label = {e.label: e for e in answer.evidence}
-    for c in answer.citations:
-        lines.append(f"  [{c.label}] {safe(c.source_path)}:{c.start_line}-{c.end_line} "
-                     f"({safe(c.heading or '-')})")
-        quoted: list[tuple[int, str]] = []
-        note: str | None = "the docs folder is unknown"
-        if docs_root is not None:
-            chunk = by_label[c.label].chunk
-            quoted, note = quote_lines(docs_root, c.source_path, c.start_line, c.end_line,
-                                       cited_text(chunk, c.start_line, c.end_line),
-                                       cols=(chunk.start_col, chunk.end_col))
-        if note is not None:
-            lines.append(f"        ({safe(note)})")
-            continue
-        lines.extend(f"    {n:>5} | {safe(text)}" for n, text in quoted[:MAX_QUOTED])
-        if len(quoted) > MAX_QUOTED:
-            lines.append(f"          | ... ({len(quoted) - MAX_QUOTED} more lines)")
-    if any(reason == "budget" for _, reason in answer.excluded):
-        lines.append("\n(some evidence was left out to fit the model's context)")
-    return "\n".join(lines)
+    return plain_answer(answer, docs_root)

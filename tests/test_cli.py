@@ -93,6 +93,7 @@ def test_ask_extractive_prints_verified_citations(fastapi_docs: Path, built: Pat
     code, out, _ = run("ask", "How do I serve static files from a directory?", "--index",
                        str(built), "--generator", "extractive")
     assert code == 0 and "Citations:" in out and "static-files.md:" in out
+    assert out.split("\n")[0].endswith("]") and "\x1b" not in out  # labels; piped: plain
 
 
 @pytest.mark.parametrize("args, needle, code", [

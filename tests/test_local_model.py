@@ -31,6 +31,7 @@ from rag.local_model import (
     local_answer_schema,
     local_evidence_budget,
     served_models,
+    server_key,
     state_path,
 )
 from rag.records import Chunk, Evidence, SearchHit
@@ -183,20 +184,57 @@ def test_find_running_server_checks_state_pid_and_endpoint() -> None:
     assert find_running_server(8765) is None  # no state file
     with FakeOpenAIServer([Reply("{}")]) as server:
         state_path().parent.mkdir(parents=True)
-        state_path().write_text(json.dumps({"pid": os.getpid(), "port": server.port}))
+        state_path().write_text(json.dumps({"pid": os.getpid(), "port": server.port,
+                                            "uid": os.getuid()}))
         assert find_running_server(server.port) == server.base_url
         assert find_running_server(server.port + 1) is None  # another port
         dead = subprocess.Popen([sys.executable, "-c", "pass"])
         dead.wait()
-        state_path().write_text(json.dumps({"pid": dead.pid, "port": server.port}))
+        state_path().write_text(json.dumps({"pid": dead.pid, "port": server.port,
+                                            "uid": os.getuid()}))
         assert find_running_server(server.port) is None
-    state_path().write_text(json.dumps({"pid": os.getpid(), "port": server.port}))
+    state_path().write_text(json.dumps({"pid": os.getpid(), "port": server.port,
+                                        "uid": os.getuid()}))
     assert find_running_server(server.port) is None  # nothing answers any more
     state_path().write_text("{broken")
     assert find_running_server(server.port) is None
 
 
-@pytest.mark.parametrize("stop_signal", [signal.SIGINT, signal.SIGTERM])
+def test_only_this_users_server_with_the_same_model_settings_is_reused(model_file: str) -> None:
+    key = server_key(model_file, 2048, 0)
+    with FakeOpenAIServer([Reply("{}")]) as server:
+        state_path().parent.mkdir(parents=True)
+
+        def state(**change: object) -> str | None:
+            record = {"pid": os.getpid(), "port": server.port, **key, **change}
+            state_path().write_text(json.dumps(record))
+            return find_running_server(server.port, key)
+
+        assert state() == server.base_url
+        assert state(uid=os.getuid() + 1) is None  # started by another user
+        assert state(uid=None) is None  # a state file from before owners were recorded
+        assert state(model=model_file + ".other") is None
+        assert state(n_ctx=4096) is None
+        assert state(threads=2) is None
+
+
+def test_local_generator_starts_a_private_server_for_other_settings(
+        model_file: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(local_model, "LocalModelServer", FakeModelServer)
+    with FakeOpenAIServer([Reply("{}")]) as shared:
+        state_path().parent.mkdir(parents=True)
+        state_path().write_text(json.dumps({"pid": os.getpid(), "port": shared.port,
+                                            **server_key(model_file, 4096, 0)}))
+        settings = GenerationSettings(local_port=shared.port, local_model_path=model_file,
+                                      local_context_tokens=2048)
+        with LocalGenerator(settings, start_timeout_s=20) as gen:
+            assert gen.server is not None and gen.base_url != shared.base_url
+            private = gen.server.pid
+        assert private is not None and wait_gone(private)
+        assert shared.requests == []  # the other server was never used
+
+
+@pytest.mark.parametrize("stop_signal", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP])
 def test_serve_forever_records_state_and_cleans_up_when_stopped(
         model_file: str, cache_home: Path, stop_signal: int) -> None:
     port = closed_port()
@@ -207,7 +245,8 @@ def test_serve_forever_records_state_and_cleans_up_when_stopped(
         import rag.local_model as lm
         from tests.test_local_model import FakeModelServer
         lm.LocalModelServer = FakeModelServer
-        lm.serve_forever({model_file!r}, {port}, 2048)
+        from rag.serve_model import serve_forever
+        serve_forever({model_file!r}, {port}, 2048)
     """)
     env = {**os.environ, "XDG_CACHE_HOME": str(cache_home)}
     proc = subprocess.Popen([sys.executable, "-c", script], cwd=REPO, env=env)
@@ -276,13 +315,15 @@ def test_local_schema_allows_only_what_the_answer_record_accepts() -> None:
 
 
 def test_local_generator_reuses_serve_model_and_sends_the_grammar(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+        model_file: str, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(local_model, "LocalModelServer", None)  # starting one would fail
     reply = answer_json([("The server listens on port 8080.", ["E1"])])
     with FakeOpenAIServer([Reply(reply)], model="SmolLM2-135M-Instruct.Q4_1") as fake:
         state_path().parent.mkdir(parents=True)
-        state_path().write_text(json.dumps({"pid": os.getpid(), "port": fake.port}))
-        settings = GenerationSettings(local_port=fake.port, local_max_tokens=123)
+        settings = GenerationSettings(local_port=fake.port, local_max_tokens=123,
+                                      local_model_path=model_file)
+        key = server_key(model_file, settings.local_context_tokens, settings.local_threads)
+        state_path().write_text(json.dumps({"pid": os.getpid(), "port": fake.port, **key}))
         with LocalGenerator(settings) as gen:
             assert gen.server is None and gen.base_url == fake.base_url
             result = gen.generate("Which port?", [_evidence("E1", "Port 8080."),
