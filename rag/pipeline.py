@@ -127,14 +127,18 @@ class Pipeline:
                            groups: frozenset[str]) -> dict[str, float]:
         """What the abstention model reads: best dense and BM25 scores, coverage, and how
         well the best evidence sentence matches (see rag.abstention)."""
-        from rag.abstention import signals
+        from rag.abstention import DENSE_K, signals
 
-        def top(mode: str) -> float:
-            hits = self.retriever.search(question, k=1, mode=mode, groups=groups)
-            return hits[0].score if hits else 0.0
+        def top(mode: str, k: int = 1) -> list[float]:
+            return [h.score for h in self.retriever.search(question, k=k, mode=mode,
+                                                           groups=groups)]
 
         passages = self.scorer().passages(question, evidence)
-        return signals(question, evidence, passages, top("dense"), top("lexical"))
+        lexical = getattr(getattr(self.retriever, "index", None), "lexical", None)
+        frequency = getattr(lexical, "document_frequency", None)
+        return signals(question, evidence, passages, top("dense", DENSE_K),
+                       (top("lexical") or [0.0])[0], frequency,
+                       getattr(lexical, "size", 0))
 
     def answerable(self, question: str, evidence: Sequence[Evidence],
                    groups: frozenset[str]) -> tuple[bool, dict[str, float]]:

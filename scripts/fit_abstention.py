@@ -141,7 +141,7 @@ def main() -> int:
     parser.add_argument("--config", type=Path, default=None)
     parser.add_argument("--folds", type=int, default=5)
     parser.add_argument("--repeats", type=int, default=20)
-    parser.add_argument("--l2", type=float, default=1.0)
+    parser.add_argument("--l2", type=float, default=3.0)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--features", default=",".join(FEATURES),
                         help="comma-separated signals to use [default: all]")

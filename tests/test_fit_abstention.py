@@ -42,3 +42,61 @@ def test_folds_are_stratified_and_cover_every_case() -> None:
     folds = fit_abstention.folds(y, 5, np.random.default_rng(0))
     assert sorted(np.concatenate(folds).tolist()) == list(range(len(y)))
     assert all((y[f] == 0).sum() == 3 for f in folds)
+
+
+# --- the signals the model reads (rag/abstention.py) -------------------------------------------
+
+DOCS = ["Mount static files with StaticFiles from a folder.",
+        "Set the port with --port when you start the server.",
+        "Static files are served from the folder you mount."]
+
+
+def _signals(question: str, evidence_text: str, dense: list[float]) -> dict[str, float]:
+    from rag.abstention import signals
+    from rag.lexical import LexicalIndex
+    from rag.records import Evidence
+    from tests.conftest import make_hit
+
+    index = LexicalIndex.build(DOCS)
+    evidence = [Evidence("E1", make_hit("c1", text=evidence_text, heading=None))]
+    return signals(question, evidence, [], dense, 1.0, index.document_frequency, index.size)
+
+
+def test_document_frequency_counts_the_chunks_holding_a_word() -> None:
+    from rag.lexical import LexicalIndex, tokenize
+
+    index = LexicalIndex.build(DOCS)
+    assert index.document_frequency(tokenize("static")[0]) == 2
+    assert index.document_frequency(tokenize("port")[0]) == 1
+    assert index.document_frequency(tokenize("kubernetes")[0]) == 0
+
+
+def test_a_word_the_docs_never_use_counts_as_absent() -> None:
+    covered = _signals("How do I mount static files?", DOCS[0], [0.8, 0.5])
+    unknown = _signals("How do I mount static files on Kubernetes?", DOCS[0], [0.8, 0.5])
+    assert covered["absent_share"] == 0.0
+    assert unknown["absent_share"] > 0.3  # the rarest word of the question weighs most
+    assert unknown["idf_coverage"] < covered["idf_coverage"] == 1.0
+
+
+def test_rare_words_weigh_more_in_coverage() -> None:
+    # "port" is in one chunk, "static" in two: evidence holding the rarer one covers more.
+    rare = _signals("static port", DOCS[1], [0.8])
+    common = _signals("static port", "Static assets.", [0.8])
+    assert rare["idf_coverage"] > 0.5 > common["idf_coverage"] > 0.0
+
+
+def test_dense_gap_is_the_best_hit_against_the_last() -> None:
+    assert _signals("static", DOCS[0], [0.9, 0.7, 0.4])["dense_gap"] == 0.9 - 0.4
+    assert _signals("static", DOCS[0], [])["dense_gap"] == 0.0
+
+
+def test_without_word_statistics_no_word_counts_as_absent() -> None:
+    from rag.abstention import signals
+    from rag.records import Evidence
+    from tests.conftest import make_hit
+
+    evidence = [Evidence("E1", make_hit("c1", text=DOCS[0], heading=None))]
+    values = signals("mount static files on Kubernetes", evidence, [], [0.5], 1.0)
+    assert values["absent_share"] == 0.0
+    assert values["idf_coverage"] == 3 / 4
