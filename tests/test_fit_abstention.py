@@ -6,7 +6,10 @@ import importlib.util
 
 import numpy as np
 
-from tests.conftest import REPO
+from rag.abstention import signals
+from rag.lexical import LexicalIndex, tokenize
+from rag.records import Evidence, SearchHit
+from tests.conftest import REPO, make_hit
 
 _spec = importlib.util.spec_from_file_location("fit_abstention",
                                                REPO / "scripts" / "fit_abstention.py")
@@ -51,20 +54,18 @@ DOCS = ["Mount static files with StaticFiles from a folder.",
         "Static files are served from the folder you mount."]
 
 
-def _signals(question: str, evidence_text: str, dense: list[float]) -> dict[str, float]:
-    from rag.abstention import signals
-    from rag.lexical import LexicalIndex
-    from rag.records import Evidence
-    from tests.conftest import make_hit
+def _hits(scores: list[float], ids: str = "abcdefghij") -> list[SearchHit]:
+    return [SearchHit(make_hit(i).chunk, s, n + 1) for n, (i, s) in enumerate(zip(ids, scores))]
 
+
+def _signals(question: str, evidence_text: str, dense: list[float]) -> dict[str, float]:
     index = LexicalIndex.build(DOCS)
     evidence = [Evidence("E1", make_hit("c1", text=evidence_text, heading=None))]
-    return signals(question, evidence, [], dense, 1.0, index.document_frequency, index.size)
+    return signals(question, evidence, [], _hits(dense), _hits([2.0]),
+                   index.document_frequency, index.size)
 
 
 def test_document_frequency_counts_the_chunks_holding_a_word() -> None:
-    from rag.lexical import LexicalIndex, tokenize
-
     index = LexicalIndex.build(DOCS)
     assert index.document_frequency(tokenize("static")[0]) == 2
     assert index.document_frequency(tokenize("port")[0]) == 1
@@ -91,12 +92,22 @@ def test_dense_gap_is_the_best_hit_against_the_last() -> None:
     assert _signals("static", DOCS[0], [])["dense_gap"] == 0.0
 
 
-def test_without_word_statistics_no_word_counts_as_absent() -> None:
-    from rag.abstention import signals
-    from rag.records import Evidence
-    from tests.conftest import make_hit
-
+def test_search_by_meaning_and_by_words_agreeing_on_chunks() -> None:
     evidence = [Evidence("E1", make_hit("c1", text=DOCS[0], heading=None))]
-    values = signals("mount static files on Kubernetes", evidence, [], [0.5], 1.0)
+    dense = _hits([0.9, 0.8, 0.7, 0.6, 0.5, 0.4], ids="abcdef")
+
+    def agreement(lexical_ids: str) -> float:
+        lexical = _hits([5.0] * len(lexical_ids), ids=lexical_ids)
+        return signals("static", evidence, [], dense, lexical)["agreement"]
+
+    assert agreement("abcde") == 1.0
+    assert agreement("bxaey") == 3 / 5
+    assert agreement("fxyzw") == 0.0  # "f" is the sixth by meaning: past the top five
+    assert agreement("") == 0.0
+
+
+def test_without_word_statistics_no_word_counts_as_absent() -> None:
+    evidence = [Evidence("E1", make_hit("c1", text=DOCS[0], heading=None))]
+    values = signals("mount static files on Kubernetes", evidence, [], _hits([0.5]), [])
     assert values["absent_share"] == 0.0
     assert values["idf_coverage"] == 3 / 4
