@@ -40,6 +40,17 @@ def test_noise_cannot_look_good_out_of_sample() -> None:
     assert cv["abstention"] < 0.5  # the threshold keeps false abstention low, so little is caught
 
 
+def test_figures_per_set_come_from_the_same_cross_validation() -> None:
+    x, y = _data(separation=8.0)
+    sets = np.array(["a"] * 40 + ["b"] * 35)
+    cv = fit_abstention.cross_validate(x, y, k=5, repeats=2, l2=1.0, seed=0, sets=sets)
+    unanswerable_b = int(((sets == "b") & (y == 0)).sum())  # all 15 unanswerable are in b
+    assert unanswerable_b == 15 and cv["abstention b"] == cv["abstention"]
+    assert "abstention a" not in cv  # no unanswerable case in "a": nothing to catch
+    pooled = (40 * cv["false_abstention a"] + 20 * cv["false_abstention b"]) / 60
+    assert abs(pooled - cv["false_abstention"]) < 1e-3
+
+
 def test_folds_are_stratified_and_cover_every_case() -> None:
     _, y = _data(separation=0.0)
     folds = fit_abstention.folds(y, 5, np.random.default_rng(0))
