@@ -149,6 +149,11 @@ class LexicalIndex:
             out[self._indices[start:end]] += self._data[start:end]
         return out
 
+    def document_frequency(self, word: str) -> int:
+        """How many rows hold this (already tokenized) word: 0 for a word the corpus lacks."""
+        wid = self.vocab.get(word)
+        return 0 if wid is None else int(self._indptr[wid + 1] - self._indptr[wid])
+
     def search(
         self, query: str, k: int, allowed: np.ndarray | None = None
     ) -> list[tuple[int, float]]:

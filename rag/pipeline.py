@@ -111,16 +111,18 @@ class Pipeline:
 
     def abstention_signals(self, question: str, evidence: Sequence[Evidence],
                            groups: frozenset[str]) -> dict[str, float]:
-        """What the abstention model reads: best dense and BM25 scores, coverage, and how
+        """What the abstention model reads: best dense and BM25 hits, coverage, and how
         well the best evidence sentence matches (see rag.abstention)."""
-        from rag.abstention import signals
+        from rag.abstention import AGREE_K, DENSE_K, signals
 
-        def top(mode: str) -> float:
-            hits = self.retriever.search(question, k=1, mode=mode, groups=groups)
-            return hits[0].score if hits else 0.0
+        def top(mode: str, k: int) -> list[SearchHit]:
+            return self.retriever.search(question, k=k, mode=mode, groups=groups)
 
         passages = self.scorer().passages(question, evidence)
-        return signals(question, evidence, passages, top("dense"), top("lexical"))
+        lexical = getattr(getattr(self.retriever, "index", None), "lexical", None)
+        return signals(question, evidence, passages, top("dense", DENSE_K),
+                       top("lexical", AGREE_K), getattr(lexical, "document_frequency", None),
+                       getattr(lexical, "size", 0))
 
     def answerable(self, question: str, evidence: Sequence[Evidence],
                    groups: frozenset[str]) -> tuple[bool, dict[str, float]]:

@@ -5,6 +5,8 @@ abstention signals (rag/abstention.py); the label is whether the case is answera
 L2-regularised logistic regression (numpy, class-balanced) is scored with repeated
 stratified k-fold cross-validation; inside every training part the decision threshold is
 itself chosen by an inner cross-validation, so the printed figures are out-of-sample.
+Each set is scored alone (a model fitted on that set only) and then all together, with the
+pooled model's figures also split by set: the pooled model is the one written.
 The final model is fitted on all cases and written as JSON (default rag/abstention.json).
 
 Refit after any change to chunking, retrieval or the extractive scorer:
@@ -118,19 +120,27 @@ def pick_threshold(probs: np.ndarray, y: np.ndarray) -> float:
 
 
 def cross_validate(x: np.ndarray, y: np.ndarray, k: int, repeats: int, l2: float,
-                   seed: int) -> dict[str, float]:
-    """Repeated stratified k-fold; the threshold is chosen inside each training part."""
+                   seed: int, sets: np.ndarray | None = None) -> dict[str, float]:
+    """Repeated stratified k-fold; the threshold is chosen inside each training part.
+    With ``sets`` (a name per case) the figures are also given per set, as
+    "abstention NAME" and "false_abstention NAME"."""
     rng = np.random.default_rng(seed)
-    abst, false_abst = [], []
+    sets = np.array([""] * len(y)) if sets is None else sets
+    abstained: list[tuple[str, float, bool]] = []  # (set, label, abstained) per test case
     for _ in range(repeats):
         for test in folds(y, k, rng):
             train = np.setdiff1d(np.arange(len(y)), test)
             threshold = pick_threshold(out_of_fold(x[train], y[train], k, l2, rng), y[train])
             p = predict(fit(x[train], y[train], l2), x[test])
-            abst.extend(p[y[test] == 0] < threshold)
-            false_abst.extend(p[y[test] == 1] < threshold)
-    return {"abstention": round(float(np.mean(abst)), 4),
-            "false_abstention": round(float(np.mean(false_abst)), 4)}
+            abstained.extend(zip(sets[test], y[test], p < threshold))
+    out: dict[str, float] = {}
+    for name in ["", *sorted(set(sets) - {""})]:
+        rows = [(label, a) for s, label, a in abstained if not name or s == name]
+        for key, label in (("abstention", 0), ("false_abstention", 1)):
+            hits = [a for lab, a in rows if lab == label]
+            if hits:  # a set without unanswerable cases has no abstention figure
+                out[key + (f" {name}" if name else "")] = round(float(np.mean(hits)), 4)
+    return out
 
 
 def main() -> int:
@@ -141,7 +151,7 @@ def main() -> int:
     parser.add_argument("--config", type=Path, default=None)
     parser.add_argument("--folds", type=int, default=5)
     parser.add_argument("--repeats", type=int, default=20)
-    parser.add_argument("--l2", type=float, default=1.0)
+    parser.add_argument("--l2", type=float, default=3.0)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--features", default=",".join(FEATURES),
                         help="comma-separated signals to use [default: all]")
@@ -162,13 +172,14 @@ def main() -> int:
         x = x[:, use]
         cv = cross_validate(x, y, args.folds, args.repeats, args.l2, args.seed)
         print(f"{eval_file}: {len(y)} cases ({int((1 - y).sum())} unanswerable); "
-              f"{args.folds}-fold CV x{args.repeats}: abstention {cv['abstention']:.3f}, "
+              f"fitted alone, {args.folds}-fold CV x{args.repeats}: abstention {cv['abstention']:.3f}, "
               f"false abstention {cv['false_abstention']:.3f}")
         xs.append(x)
         ys.append(y)
         names.append(f"{Path(eval_file).name} ({len(y)} cases)")
     x, y = np.vstack(xs), np.concatenate(ys)
-    cv = cross_validate(x, y, args.folds, args.repeats, args.l2, args.seed)
+    sets = np.concatenate([[name.split(" (")[0]] * len(part) for name, part in zip(names, ys)])
+    cv = cross_validate(x, y, args.folds, args.repeats, args.l2, args.seed, sets)
     model = fit(x, y, args.l2)
     threshold = pick_threshold(out_of_fold(x, y, args.folds, args.l2,
                                            np.random.default_rng(args.seed)), y)
@@ -183,6 +194,10 @@ def main() -> int:
     args.out.write_text(json.dumps(payload, indent=1) + "\n", encoding="utf-8")
     print(f"all sets: {len(y)} cases; {args.folds}-fold CV x{args.repeats}: abstention "
           f"{cv['abstention']:.3f}, false abstention {cv['false_abstention']:.3f}")
+    for name in dict.fromkeys(sets):
+        figures = [f"{key.replace('_', ' ')} {cv[f'{key} {name}']:.3f}"
+                   for key in ("abstention", "false_abstention") if f"{key} {name}" in cv]
+        print(f"  of which {name}: {', '.join(figures)}")
     print("weights: " + ", ".join(f"{FEATURES[i]} {w:+.2f}" for i, w in zip(use, weights)))
     print(f"threshold {threshold:.3f}; wrote {args.out}")
     return 0

@@ -6,7 +6,10 @@ import importlib.util
 
 import numpy as np
 
-from tests.conftest import REPO
+from rag.abstention import signals
+from rag.lexical import LexicalIndex, tokenize
+from rag.records import Evidence, SearchHit
+from tests.conftest import REPO, make_hit
 
 _spec = importlib.util.spec_from_file_location("fit_abstention",
                                                REPO / "scripts" / "fit_abstention.py")
@@ -37,8 +40,85 @@ def test_noise_cannot_look_good_out_of_sample() -> None:
     assert cv["abstention"] < 0.5  # the threshold keeps false abstention low, so little is caught
 
 
+def test_figures_per_set_come_from_the_same_cross_validation() -> None:
+    x, y = _data(separation=8.0)
+    sets = np.array(["a"] * 40 + ["b"] * 35)
+    cv = fit_abstention.cross_validate(x, y, k=5, repeats=2, l2=1.0, seed=0, sets=sets)
+    unanswerable_b = int(((sets == "b") & (y == 0)).sum())  # all 15 unanswerable are in b
+    assert unanswerable_b == 15 and cv["abstention b"] == cv["abstention"]
+    assert "abstention a" not in cv  # no unanswerable case in "a": nothing to catch
+    pooled = (40 * cv["false_abstention a"] + 20 * cv["false_abstention b"]) / 60
+    assert abs(pooled - cv["false_abstention"]) < 1e-3
+
+
 def test_folds_are_stratified_and_cover_every_case() -> None:
     _, y = _data(separation=0.0)
     folds = fit_abstention.folds(y, 5, np.random.default_rng(0))
     assert sorted(np.concatenate(folds).tolist()) == list(range(len(y)))
     assert all((y[f] == 0).sum() == 3 for f in folds)
+
+
+# --- the signals the model reads (rag/abstention.py) -------------------------------------------
+
+DOCS = ["Mount static files with StaticFiles from a folder.",
+        "Set the port with --port when you start the server.",
+        "Static files are served from the folder you mount."]
+
+
+def _hits(scores: list[float], ids: str = "abcdefghij") -> list[SearchHit]:
+    return [SearchHit(make_hit(i).chunk, s, n + 1) for n, (i, s) in enumerate(zip(ids, scores))]
+
+
+def _signals(question: str, evidence_text: str, dense: list[float]) -> dict[str, float]:
+    index = LexicalIndex.build(DOCS)
+    evidence = [Evidence("E1", make_hit("c1", text=evidence_text, heading=None))]
+    return signals(question, evidence, [], _hits(dense), _hits([2.0]),
+                   index.document_frequency, index.size)
+
+
+def test_document_frequency_counts_the_chunks_holding_a_word() -> None:
+    index = LexicalIndex.build(DOCS)
+    assert index.document_frequency(tokenize("static")[0]) == 2
+    assert index.document_frequency(tokenize("port")[0]) == 1
+    assert index.document_frequency(tokenize("kubernetes")[0]) == 0
+
+
+def test_a_word_the_docs_never_use_counts_as_absent() -> None:
+    covered = _signals("How do I mount static files?", DOCS[0], [0.8, 0.5])
+    unknown = _signals("How do I mount static files on Kubernetes?", DOCS[0], [0.8, 0.5])
+    assert covered["absent_share"] == 0.0
+    assert unknown["absent_share"] > 0.3  # the rarest word of the question weighs most
+    assert unknown["idf_coverage"] < covered["idf_coverage"] == 1.0
+
+
+def test_rare_words_weigh_more_in_coverage() -> None:
+    # "port" is in one chunk, "static" in two: evidence holding the rarer one covers more.
+    rare = _signals("static port", DOCS[1], [0.8])
+    common = _signals("static port", "Static assets.", [0.8])
+    assert rare["idf_coverage"] > 0.5 > common["idf_coverage"] > 0.0
+
+
+def test_dense_gap_is_the_best_hit_against_the_last() -> None:
+    assert _signals("static", DOCS[0], [0.9, 0.7, 0.4])["dense_gap"] == 0.9 - 0.4
+    assert _signals("static", DOCS[0], [])["dense_gap"] == 0.0
+
+
+def test_search_by_meaning_and_by_words_agreeing_on_chunks() -> None:
+    evidence = [Evidence("E1", make_hit("c1", text=DOCS[0], heading=None))]
+    dense = _hits([0.9, 0.8, 0.7, 0.6, 0.5, 0.4], ids="abcdef")
+
+    def agreement(lexical_ids: str) -> float:
+        lexical = _hits([5.0] * len(lexical_ids), ids=lexical_ids)
+        return signals("static", evidence, [], dense, lexical)["agreement"]
+
+    assert agreement("abcde") == 1.0
+    assert agreement("bxaey") == 3 / 5
+    assert agreement("fxyzw") == 0.0  # "f" is the sixth by meaning: past the top five
+    assert agreement("") == 0.0
+
+
+def test_without_word_statistics_no_word_counts_as_absent() -> None:
+    evidence = [Evidence("E1", make_hit("c1", text=DOCS[0], heading=None))]
+    values = signals("mount static files on Kubernetes", evidence, [], _hits([0.5]), [])
+    assert values["absent_share"] == 0.0
+    assert values["idf_coverage"] == 3 / 4
