@@ -240,8 +240,8 @@ _DIRECTIVE = re.compile(
     r"(?i)\byou\s+(?:can|could|need\s+to|should|shouldn't|must|have\s+to|only\s+need)\b"
     r"|(?:^|[.:]\s+)(?:use|set|pass|declare|add|import|call|run|install|create)\s"
     r"|\bby\s+(?:setting|passing|using|adding|declaring|calling)\b")
-W_OWN_KIND = 0.12  # the sentence (with what it introduces) holds the kind asked for
-W_DIRECTIVE = 0.08  # the sentence says what to do, for a question asking how
+W_OWN_KIND = 0.06  # the sentence (with what it introduces) holds the kind asked for
+W_DIRECTIVE = 0.04  # the sentence says what to do, for a question asking how
 
 
 def answer_bonus(p: Passage, wants: frozenset[str], asked: set[str]) -> float:
