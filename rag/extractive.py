@@ -260,6 +260,7 @@ def answer_bonus(p: Passage, wants: frozenset[str], asked: set[str]) -> float:
 # --- choosing what to quote ------------------------------------------------------------------
 
 ANSWER_WORDS = 110  # budget for the whole answer, code included
+FURTHER_WINDOW_WORDS = 40  # a second or third quote runs on up to this many words
 MAX_PASSAGE_WORDS = 150  # a passage longer than this is never quoted
 EXTRACTIVE_STATEMENTS = 3
 RELATIVE_FLOOR = 0.8  # a further passage must score this share of the best one
@@ -302,11 +303,15 @@ def _with_heading_fact(p: Passage, question: str,
     return f"{facts[-1]}: {text}", lines
 
 
-def _window_quote(p: Passage) -> tuple[str, tuple[int, int], int]:
-    parts, last = [p.text], p.lines[1]
+def _window_quote(p: Passage, limit: int = WINDOW_WORDS, stop: int = 0,
+                  ) -> tuple[str, tuple[int, int], int]:
+    """The passage run on through its window, up to ``limit`` words, before line ``stop``."""
+    parts, last, words = [p.text], p.lines[1], p.words
     for q in p.window:
+        if words + q.words > limit or (stop and q.lines[1] >= stop):
+            break
         parts.append(q.text)
-        last = q.lines[1]
+        last, words = q.lines[1], words + q.words
     return " ".join(parts), (p.lines[0], last), sum(
         len(t.split()) for t in parts)
 
@@ -340,9 +345,13 @@ def choose(question: str, passages: Sequence[Passage]) -> list[Quote]:
         words += p.words
     quotes: list[Quote] = []
     for p in sorted(chosen, key=lambda c: (c.rank, c.lines[0])):
-        text, lines = _with_heading_fact(p, question)
         if p is best:
             text, lines = _with_heading_fact(p, question, _window_quote(p)[:2])
+        else:  # a further quote runs on a little too, short of the next quote it meets
+            stop = min((c.lines[0] for c in chosen if c.evidence.label == p.evidence.label
+                        and c.lines[0] > p.lines[1]), default=0)
+            text, lines = _with_heading_fact(
+                p, question, _window_quote(p, FURTHER_WINDOW_WORDS, stop)[:2])
         prev = quotes[-1] if quotes else None
         if prev is not None and prev.label == p.evidence.label and 0 <= lines[0] - prev.lines[1] <= 2:
             quotes[-1] = Quote(f"{prev.text} {text}", prev.label, (prev.lines[0], lines[1]))
