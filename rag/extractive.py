@@ -80,6 +80,7 @@ class Passage:
     window_lexical: float = 0.0
     kind_match: float = 0.0  # the quote holds the kind of thing the question asks for
     score: float = 0.0
+    answer: float = 0.0  # score plus how much the quote itself reads as an answer (choose)
     section: int = -1  # chunk line of the heading it sits under
     window: list[Passage] = field(default_factory=list)  # what a quote of it runs on to
     idf: dict[str, float] = field(default_factory=dict)  # question term weights (shared)
@@ -163,6 +164,8 @@ class PassageScorer:
             for p, sim in zip(head, vectors[1:] @ vectors[0]):
                 p.dense = float(sim)
                 p.score += W_DENSE * p.dense / (1 + RANK_PRIOR * p.rank)
+        for p in found:
+            p.answer = p.score + answer_bonus(p, wants, asked)
         found.sort(key=lambda p: (-p.score, p.rank, p.lines[0]))
         return found
 
@@ -175,12 +178,15 @@ WINDOW_SHARE = 0.3  # weight of the whole window's word overlap against the sent
 def _link_windows(in_chunk: Sequence[Passage]) -> None:
     """Give each passage the sentences that follow it in its section, up to WINDOW_WORDS."""
     for i, p in enumerate(in_chunk):
-        words, last = p.words, p.lines[1]
+        words, prev = p.words, p
         for q in in_chunk[i + 1:]:
-            if q.section != p.section or q.lines[0] <= last or words + q.words > WINDOW_WORDS:
+            # The next sentence of one paragraph may share the line the last one ended on.
+            follows = q.lines[0] > prev.lines[1] or (
+                q.sentence.block == prev.sentence.block and prev.text == prev.sentence.text)
+            if q.section != p.section or not follows or words + q.words > WINDOW_WORDS:
                 break
             p.window.append(q)
-            words, last = words + q.words, q.lines[1]
+            words, prev = words + q.words, q
 
 
 W_DENSE, W_LEXICAL, W_HEADING, W_KIND = 0.3, 0.35, 0.35, 0.1
@@ -214,10 +220,10 @@ def answer_kinds(question: str) -> frozenset[str]:
     return frozenset(kinds)
 
 
-def _has_kind(p: Passage, wants: frozenset[str], asked: set[str]) -> bool:
-    """Whether the quote (run on through its window) holds something of a wanted kind that
-    the question did not already say."""
-    text = " ".join([p.text, *(w.text for w in p.window)])
+def _has_kind(p: Passage, wants: frozenset[str], asked: set[str], own: bool = False) -> bool:
+    """Whether the quote (run on through its window, unless own) holds something of a
+    wanted kind that the question did not already say."""
+    text = p.text if own else " ".join([p.text, *(w.text for w in p.window)])
     if "code" in wants and ("\n" in text or any(
             not set(tokens(span)) <= asked for span in _CODE_SPAN.findall(text))):
         return True
@@ -228,10 +234,33 @@ def _has_kind(p: Passage, wants: frozenset[str], asked: set[str]) -> bool:
     return "reason" in wants and bool(_REASON.search(text))
 RANK_PRIOR = 0.05
 
+# A sentence that tells the reader what to do ("you can set `x`", "use `y`") answers a
+# how-question; one that only restates the problem, or asks a question, does not.
+_DIRECTIVE = re.compile(
+    r"(?i)\byou\s+(?:can|could|need\s+to|should|shouldn't|must|have\s+to|only\s+need)\b"
+    r"|(?:^|[.:]\s+)(?:use|set|pass|declare|add|import|call|run|install|create)\s"
+    r"|\bby\s+(?:setting|passing|using|adding|declaring|calling)\b")
+W_OWN_KIND = 0.06  # the sentence (with what it introduces) holds the kind asked for
+W_DIRECTIVE = 0.04  # the sentence says what to do, for a question asking how
+
+
+def answer_bonus(p: Passage, wants: frozenset[str], asked: set[str]) -> float:
+    """How much more a passage reads as an answer than its match score says: it holds,
+    itself rather than the sentences after it, the kind of thing the question asks for."""
+    if p.sentence.text.endswith("?"):
+        return -W_OWN_KIND
+    bonus = 0.0
+    if wants and _has_kind(p, wants, asked, own=True):
+        bonus += W_OWN_KIND
+    if "code" in wants and _DIRECTIVE.search(p.sentence.text):
+        bonus += W_DIRECTIVE
+    return bonus / (1 + RANK_PRIOR * p.rank)
+
 
 # --- choosing what to quote ------------------------------------------------------------------
 
 ANSWER_WORDS = 110  # budget for the whole answer, code included
+FURTHER_WINDOW_WORDS = 40  # a second or third quote runs on up to this many words
 MAX_PASSAGE_WORDS = 150  # a passage longer than this is never quoted
 EXTRACTIVE_STATEMENTS = 3
 RELATIVE_FLOOR = 0.8  # a further passage must score this share of the best one
@@ -274,11 +303,15 @@ def _with_heading_fact(p: Passage, question: str,
     return f"{facts[-1]}: {text}", lines
 
 
-def _window_quote(p: Passage) -> tuple[str, tuple[int, int], int]:
-    parts, last = [p.text], p.lines[1]
+def _window_quote(p: Passage, limit: int = WINDOW_WORDS, stop: int = 0,
+                  ) -> tuple[str, tuple[int, int], int]:
+    """The passage run on through its window, up to ``limit`` words, before line ``stop``."""
+    parts, last, words = [p.text], p.lines[1], p.words
     for q in p.window:
+        if words + q.words > limit or (stop and q.lines[1] >= stop):
+            break
         parts.append(q.text)
-        last = q.lines[1]
+        last, words = q.lines[1], words + q.words
     return " ".join(parts), (p.lines[0], last), sum(
         len(t.split()) for t in parts)
 
@@ -286,7 +319,8 @@ def _window_quote(p: Passage) -> tuple[str, tuple[int, int], int]:
 def choose(question: str, passages: Sequence[Passage]) -> list[Quote]:
     """The best passage run on through its section, plus up to two more that score nearly
     as well and cover question words the first did not; adjacent quotes of one chunk merge."""
-    usable = [p for p in passages if p.words <= MAX_PASSAGE_WORDS and p.score > 0]
+    usable = sorted((p for p in passages if p.words <= MAX_PASSAGE_WORDS and p.score > 0),
+                    key=lambda p: (-p.answer, p.rank, p.lines[0]))
     if not usable:
         return []
     query = set(query_terms(question))
@@ -295,7 +329,7 @@ def choose(question: str, passages: Sequence[Passage]) -> list[Quote]:
     covered = best.terms.union(*(w.terms for w in best.window)) | _terms(best.heading)
     words = _window_quote(best)[2]
     for p in usable[1:]:
-        if len(chosen) == EXTRACTIVE_STATEMENTS or p.score < RELATIVE_FLOOR * best.score:
+        if len(chosen) == EXTRACTIVE_STATEMENTS or p.answer < RELATIVE_FLOOR * best.answer:
             break
         if p.lexical < SECOND_LEXICAL:
             continue  # a further quote must match the question by its own words
@@ -311,9 +345,13 @@ def choose(question: str, passages: Sequence[Passage]) -> list[Quote]:
         words += p.words
     quotes: list[Quote] = []
     for p in sorted(chosen, key=lambda c: (c.rank, c.lines[0])):
-        text, lines = _with_heading_fact(p, question)
         if p is best:
             text, lines = _with_heading_fact(p, question, _window_quote(p)[:2])
+        else:  # a further quote runs on a little too, short of the next quote it meets
+            stop = min((c.lines[0] for c in chosen if c.evidence.label == p.evidence.label
+                        and c.lines[0] > p.lines[1]), default=0)
+            text, lines = _with_heading_fact(
+                p, question, _window_quote(p, FURTHER_WINDOW_WORDS, stop)[:2])
         prev = quotes[-1] if quotes else None
         if prev is not None and prev.label == p.evidence.label and 0 <= lines[0] - prev.lines[1] <= 2:
             quotes[-1] = Quote(f"{prev.text} {text}", prev.label, (prev.lines[0], lines[1]))

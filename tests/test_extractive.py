@@ -122,3 +122,26 @@ def test_extractive_is_deterministic() -> None:
     shown = [evidence("E1", "The server listens on port 8080 by default. Use --port to change.")]
     first = ExtractiveGenerator(FakeEmbedder()).generate("Which port?", shown)
     assert ExtractiveGenerator(FakeEmbedder()).generate("Which port?", shown) == first
+
+
+def test_a_quote_runs_on_through_a_paragraph_written_on_one_line() -> None:
+    # Docs that write each paragraph on one line: the sentence after the best one shares
+    # its line, and the fact the question needs is in it.
+    text = ("## Development mode\n\nRunning `tool dev` starts the development server. "
+            "It listens on `127.0.0.1` only, so other machines on the network cannot "
+            "reach it.\n\nAuto-reload is on by default.")
+    shown = [evidence("E1", text, start=10)]
+    statements, quotes = answer("Why can't another machine reach the tool dev server?", shown,
+                                FakeEmbedder())
+    assert statements[0][0].startswith("Running `tool dev`") and "127.0.0.1" in statements[0][0]
+    assert quotes[0][0] == 12
+
+
+def test_a_how_question_gets_the_sentence_that_says_what_to_do() -> None:
+    problem = "The generated schema lists every field of the model."
+    fix = "To hide one, you can set `exclude=True` on the field."
+    shown = [evidence("E1", f"## Item schema\n\n{problem}", start=1),
+             evidence("E2", f"## Item schema\n\n{fix}", path="guide/fields.md", start=1)]
+    statements, _ = answer("How can I keep a field out of the schema?", shown,
+                           FakeEmbedder())
+    assert statements[0][0] == fix
