@@ -207,12 +207,16 @@ class LocalModelServer:
         raise GenerationError(f"local model server did not start within {timeout_s:g}s")
 
     def last_log_line(self) -> str:
-        """The child's last non-empty output line (its error, when it failed)."""
+        """The child's own `error:` line when it wrote one, else its last non-empty line.
+
+        llama.cpp logs from its own thread, so its lines may land after the child's summary.
+        """
         if not self._log_path:
             return ""
         with contextlib.suppress(OSError):
             lines = Path(self._log_path).read_text(errors="replace").strip().splitlines()
-            return lines[-1].strip() if lines else ""
+            ours = [line for line in lines if line.startswith("error: ")]
+            return (ours or lines or [""])[-1].strip()
         return ""
 
     @property
