@@ -139,9 +139,14 @@ def test_quick_start_question_is_answered_from_the_reindexing_guide(tmp_path: Pa
     answer = json.loads(result.stdout)
     assert "Run `rag index` on the same folder again" in answer["answer"]
     cited = [(c["source_path"], c["start_line"], c["end_line"]) for c in answer["citations"]]
-    assert ("guide/reindexing.md", 3, 4) in cited
     assert not any(path == "notes/community-tips.md" for path, _, _ in cited)
+    # Cited at exactly the quoted lines: from the sentence's first line to its paragraph's end.
+    guide = (REPO / "corpus" / "guide" / "reindexing.md").read_text(encoding="utf-8").split("\n")
+    start, end = next((s, e) for p, s, e in cited if p == "guide/reindexing.md")
+    assert guide[start - 1].startswith("Run `rag index` on the same folder again")
+    quoted = " ".join(line.strip() for line in guide[start - 1:end])
+    assert quoted in " ".join(answer["answer"].split())
     plain = runner.invoke(app, ["ask", "How do I re-index after editing the docs?",
                                 "--generator", "extractive", "--index", str(index)])
-    assert "guide/reindexing.md:3-4" in plain.stdout
-    assert "    3 | Run `rag index` on the same folder again" in plain.stdout
+    assert f"guide/reindexing.md:{start}-{end}" in plain.stdout
+    assert f"{start:>5} | Run `rag index` on the same folder again" in plain.stdout
