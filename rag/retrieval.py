@@ -76,6 +76,7 @@ class Retriever:
             )
         self._filters: OrderedDict[frozenset[str], _Filter] = OrderedDict()  # LRU
         self._filters_lock = threading.Lock()
+        self._last_query: tuple[str, np.ndarray] | None = None
         root = index.manifest.docs_root
         self._docs_root = Path(root).resolve() if root else None
 
@@ -137,7 +138,14 @@ class Retriever:
         return [span.hit(chunks, rank, files) for rank, span in enumerate(spans, start=1)]
 
     def embed_query(self, query: str) -> np.ndarray:
-        return self.embedder.embed_batch([query]).astype(np.float32)
+        """The query's vector; the last one is kept, since one question is searched several
+        times (the hybrid search, then the abstention check's dense search)."""
+        last = self._last_query  # one tuple read: safe while other threads replace it
+        if last is not None and last[0] == query:
+            return last[1]
+        vector = self.embedder.embed_batch([query]).astype(np.float32)
+        self._last_query = (query, vector)
+        return vector
 
     def dense(
         self, query: str, k: int, filt: _Filter, vector: np.ndarray | None = None
