@@ -81,6 +81,7 @@ class Passage:
     kind_match: float = 0.0  # the quote holds the kind of thing the question asks for
     score: float = 0.0
     answer: float = 0.0  # score plus how much the quote itself reads as an answer (choose)
+    place: float = 1.0  # how much the retriever trusts its chunk, against the best (choose)
     section: int = -1  # chunk line of the heading it sits under
     window: list[Passage] = field(default_factory=list)  # what a quote of it runs on to
     idf: dict[str, float] = field(default_factory=dict)  # question term weights (shared)
@@ -164,8 +165,10 @@ class PassageScorer:
             for p, sim in zip(head, vectors[1:] @ vectors[0]):
                 p.dense = float(sim)
                 p.score += W_DENSE * p.dense / (1 + RANK_PRIOR * p.rank)
+        top = max(e.hit.score for e in evidence) or 1.0
         for p in found:
             p.answer = p.score + answer_bonus(p, wants, asked)
+            p.place = place_prior(p.evidence, top)
         found.sort(key=lambda p: (-p.score, p.rank, p.lines[0]))
         return found
 
@@ -190,6 +193,20 @@ def _link_windows(in_chunk: Sequence[Passage]) -> None:
 
 
 W_DENSE, W_LEXICAL, W_HEADING, W_KIND = 0.3, 0.35, 0.35, 0.1
+PLACE_POWER = 1.0  # how strongly the retriever's score of a chunk weighs in the first quote
+CHANGELOG_PRIOR = 0.8  # a changelog entry says when something changed; a page says how
+_CHANGELOG = re.compile(r"(?i)^(?:change-?log|changes|release-?notes|releases|history|news)"
+                        r"(?:\.\w+)?$")
+
+
+def place_prior(ev: Evidence, top: float) -> float:
+    """How far to trust a quote's place: its chunk's retrieval score against the best
+    evidence's (search ranks whole sections better than one sentence's words do), less
+    for a changelog, whose entries share a feature's words without explaining it."""
+    prior = max(ev.hit.score / top, 1e-6) ** PLACE_POWER if top > 0 else 1.0
+    if _CHANGELOG.match(ev.chunk.source_path.rsplit("/", 1)[-1]):
+        prior *= CHANGELOG_PRIOR
+    return prior
 
 # --- what kind of answer a question asks for --------------------------------------------------
 
@@ -262,7 +279,7 @@ def answer_bonus(p: Passage, wants: frozenset[str], asked: set[str]) -> float:
 ANSWER_WORDS = 110  # budget for the whole answer, code included
 FURTHER_WINDOW_WORDS = 40  # a second or third quote runs on up to this many words
 MAX_PASSAGE_WORDS = 150  # a passage longer than this is never quoted
-EXTRACTIVE_STATEMENTS = 3
+EXTRACTIVE_STATEMENTS = 2
 RELATIVE_FLOOR = 0.8  # a further passage must score this share of the best one
 MIN_NEW = 0.15  # ...and cover this share (idf-weighted) of the question not yet covered,
 MIN_NEW_TERMS = 1  # in at least this many question words
@@ -324,7 +341,10 @@ def choose(question: str, passages: Sequence[Passage]) -> list[Quote]:
     if not usable:
         return []
     query = set(query_terms(question))
-    best = usable[0]
+    # The first quote weighs where its chunk ranked; further ones only need to match.
+    best = max(usable, key=lambda p: p.answer * p.place)
+    usable.remove(best)
+    usable.insert(0, best)
     chosen = [best]
     covered = best.terms.union(*(w.terms for w in best.window)) | _terms(best.heading)
     words = _window_quote(best)[2]

@@ -8,13 +8,15 @@ from rag.records import Chunk, Evidence, SearchHit
 
 
 def evidence(label: str, text: str, *, path: str = "guide/server.md", start: int = 1,
-             heading: str | None = "Server") -> Evidence:
-    """Evidence whose chunk really spans its text's lines from ``start``."""
+             heading: str | None = "Server", score: float | None = None) -> Evidence:
+    """Evidence whose chunk really spans its text's lines from ``start``; its retrieval
+    score is ``1 / rank`` unless given."""
     rank = int(label[1:])
     end = start + text.count("\n")
     chunk = Chunk(chunk_id=f"chunk-{label}", source_id=path, source_path=path, text=text,
                   start_line=start, end_line=end, heading=heading)
-    return Evidence(label=label, hit=SearchHit(chunk=chunk, score=1.0 / rank, rank=rank))
+    return Evidence(label=label, hit=SearchHit(chunk=chunk, score=score or 1.0 / rank,
+                                               rank=rank))
 
 
 def answer(question: str, shown: list[Evidence], embedder: FakeEmbedder | None = None):
@@ -140,8 +142,33 @@ def test_a_quote_runs_on_through_a_paragraph_written_on_one_line() -> None:
 def test_a_how_question_gets_the_sentence_that_says_what_to_do() -> None:
     problem = "The generated schema lists every field of the model."
     fix = "To hide one, you can set `exclude=True` on the field."
-    shown = [evidence("E1", f"## Item schema\n\n{problem}", start=1),
-             evidence("E2", f"## Item schema\n\n{fix}", path="guide/fields.md", start=1)]
+    shown = [evidence("E1", f"## Item schema\n\n{problem}", start=1, score=0.62),
+             evidence("E2", f"## Item schema\n\n{fix}", path="guide/fields.md", start=1,
+                      score=0.6)]
     statements, _ = answer("How can I keep a field out of the schema?", shown,
                            FakeEmbedder())
     assert statements[0][0] == fix
+
+
+def test_the_first_quote_comes_from_the_place_search_trusts_most() -> None:
+    # Two sentences match the question's words about as well; search ranked the page
+    # about path order far above a passing mention, so its sentence is the answer.
+    right = "Declare the fixed path `/users/me` first, before `/users/{user_id}`."
+    aside = "You can make `/users/me` and `/users/{user_id}` work next to each other."
+    shown = [evidence("E1", f"## Order matters\n\n{right}", path="guide/paths.md", score=0.9),
+             evidence("E2", f"## Users\n\n{aside}", path="guide/users.md", score=0.3)]
+    statements, _ = answer("How do I make /users/me work next to /users/{user_id}?", shown,
+                           FakeEmbedder())
+    assert statements[0] == (right, ["E1"])
+
+
+def test_a_changelog_entry_gives_way_to_the_page_that_explains() -> None:
+    # The entry matches the question's words a little better; the page explains it.
+    entry = "You can change the names of generated client methods with `generate_unique_id_function`."
+    page = "The `generate_unique_id_function` argument changes the names of generated client methods."
+    shown = [evidence("E1", f"## 0.75.0\n\n* {entry}", path="release-notes.md", score=0.8),
+             evidence("E2", f"## Operation IDs\n\n{page}", path="advanced/clients.md",
+                      score=0.8)]
+    statements, _ = answer("How do I change the names of generated client methods?", shown,
+                           FakeEmbedder())
+    assert statements[0][1] == ["E2"] and statements[0][0] == page
