@@ -29,8 +29,10 @@ from rag.passages import (
     sentences,
     split_sentences,
 )
+from rag.questions import MAX_PARTS, Part, answer_kinds, asks_when, query_terms, question_parts
+from rag.questions import terms as _terms
 from rag.records import Evidence
-from rag.text import STOPWORDS, parts, stem, tokens
+from rag.text import tokens
 
 __all__ = ["ExtractiveGenerator", "PassageScorer", "answer_kinds", "choose", "split_sentences"]
 
@@ -39,28 +41,6 @@ if TYPE_CHECKING:
     from rag.generation import GenerationResult
 
 # --- scoring ---------------------------------------------------------------------------------
-
-
-def _stems(tok: str) -> list[str]:
-    """A token's stem, plus those of a hyphenated word's parts (re-index: re-index, index)."""
-    pieces = parts(tok)
-    if len(pieces) > 1 and "-" in tok and all(p.isalpha() for p in pieces):
-        return ["-".join(stem(p) for p in pieces)] + [
-            stem(p) for p in pieces if p not in STOPWORDS and len(p) > 1]
-    return [stem(tok)]
-
-
-def query_terms(text: str) -> list[str]:
-    """Stemmed content words of a question (rag.text), each once, in order."""
-    seen: dict[str, None] = {}
-    for tok in tokens(text):
-        if tok not in STOPWORDS and (len(tok) > 1 or tok.isdigit()):
-            seen.update(dict.fromkeys(_stems(tok)))
-    return list(seen)
-
-
-def _terms(text: str) -> set[str]:
-    return {s for t in tokens(text) if t not in STOPWORDS for s in _stems(t)}
 
 
 @dataclass
@@ -208,33 +188,12 @@ def place_prior(ev: Evidence, top: float) -> float:
         prior *= CHANGELOG_PRIOR
     return prior
 
-# --- what kind of answer a question asks for --------------------------------------------------
+# --- whether a passage holds the kind of answer asked for -------------------------------------
 
-_ASK_CODE = re.compile(r"(?i)^(?:how\b|what\s+(?:option|parameter|setting|argument|command|"
-                       r"flag|decorator|function|class|method)|which\s+(?:option|parameter|"
-                       r"setting|argument|command|flag|decorator|function|class|method|package)"
-                       r"|is\s+there\s+a\s+way|can\s+i\b)|\bhow\s+(?:do|can|should)\b")
-_ASK_NUMBER = re.compile(r"(?i)\bhow\s+(?:long|many|much|big|large|often)\b|\bwhat\s+"
-                         r"(?:size|port|number|limit|timeout)|\bdefault\b|\bbelow\s+what\b")
-_ASK_WHY = re.compile(r"(?i)^why\b|\bwhy\s+(?:does|do|is|should|shouldn't|can't)\b")
 _CODE_SPAN = re.compile(r"`([^`]+)`")
 _REASON = re.compile(r"(?i)\b(?:because|so\s+that|otherwise|to\s+avoid|in\s+order\s+to|"
                      r"that\s+way|this\s+way|which\s+means|as\s+a\s+result|since)\b")
 _NUMBER = re.compile(r"\b\d+(?:\.\d+)*\b")
-
-
-def answer_kinds(question: str) -> frozenset[str]:
-    """What the question asks for: code (how do I...), a number, a version, a reason."""
-    kinds = set()
-    if _ASK_CODE.search(question):
-        kinds.add("code")
-    if _ASK_NUMBER.search(question):
-        kinds.add("number")
-    if _asks_when(question):
-        kinds.add("version")
-    if _ASK_WHY.search(question):
-        kinds.add("reason")
-    return frozenset(kinds)
 
 
 def _has_kind(p: Passage, wants: frozenset[str], asked: set[str], own: bool = False) -> bool:
@@ -249,6 +208,8 @@ def _has_kind(p: Passage, wants: frozenset[str], asked: set[str], own: bool = Fa
     if "version" in wants and any(f not in asked for f in FACT.findall(text + p.heading)):
         return True
     return "reason" in wants and bool(_REASON.search(text))
+
+
 RANK_PRIOR = 0.05
 
 # A sentence that tells the reader what to do ("you can set `x`", "use `y`") answers a
@@ -285,8 +246,6 @@ MIN_NEW = 0.15  # ...and cover this share (idf-weighted) of the question not yet
 MIN_NEW_TERMS = 1  # in at least this many question words
 SECOND_LEXICAL = 0.2  # and hold this share (idf-weighted) of the question's words itself
 HEADING_REACH = 12  # a fact heading this many lines above a quote is quoted with it
-_WHEN = frozenset(stem(w) for w in ("version", "when", "since", "release", "released",
-                                    "added", "introduced", "date", "changelog"))
 
 
 @dataclass(frozen=True)
@@ -298,16 +257,12 @@ class Quote:
     lines: tuple[int, int]
 
 
-def _asks_when(question: str) -> bool:
-    return bool(FACT.search(question)) or bool(_WHEN & set(query_terms(question)))
-
-
 def _with_heading_fact(p: Passage, question: str,
                        quote: tuple[str, tuple[int, int]] | None = None,
                        ) -> tuple[str, tuple[int, int]]:
     """A version or date that lives only in the heading path is part of the answer."""
     text, lines = quote or (p.text, p.lines)
-    if not _asks_when(question):
+    if not asks_when(question):
         return text, lines
     facts = [seg for seg in p.heading.split(" > ") if FACT.search(seg)]
     if not facts or FACT.search(text):
@@ -332,6 +287,36 @@ def _window_quote(p: Passage, limit: int = WINDOW_WORDS, stop: int = 0,
     return " ".join(parts), (p.lines[0], last), sum(
         len(t.split()) for t in parts)
 
+# A question in parts ("Where are its docs, and will its startup code run?") gets a quote
+# for each part that the first quote leaves unanswered.
+PART_COVERED = 0.6  # a part whose words (idf-weighted) the quotes hold this much is answered
+PART_MATCH = 0.5  # a quote for a part must hold this share of the part's words...
+PART_FLOOR = 0.5  # ...and score at least this share of the first quote
+
+
+def _share(terms: Sequence[str], have: set[str], idf: dict[str, float]) -> float:
+    total = sum(idf.get(t, 0.0) for t in terms)
+    return sum(idf.get(t, 0.0) for t in terms if t in have) / total if total else 0.0
+
+
+def _overlaps_chosen(p: Passage, chosen: Sequence[Passage]) -> bool:
+    return any(q.evidence.label == p.evidence.label and q.lines[0] <= p.lines[1]
+               and p.lines[0] <= _window_quote(q)[1][1] for q in chosen)
+
+
+def _answer_to_part(part: Part, usable: Sequence[Passage], chosen: Sequence[Passage],
+                    covered: set[str], best: Passage, words: int) -> Passage | None:
+    """The passage that best answers one part of the question, if the quotes so far do not
+    and one answers it well enough to quote; None otherwise."""
+    idf = best.idf
+    if len(chosen) >= MAX_PARTS or _share(part.terms, covered, idf) >= PART_COVERED:
+        return None
+    found = [(_share(part.terms, p.terms | _terms(p.heading), idf), p.answer, p) for p in usable
+             if p.answer >= PART_FLOOR * best.answer and words + p.words <= ANSWER_WORDS
+             and not _overlaps_chosen(p, chosen)]
+    found = [f for f in found if f[0] >= PART_MATCH]
+    return max(found, key=lambda f: f[:2])[2] if found else None
+
 
 def choose(question: str, passages: Sequence[Passage]) -> list[Quote]:
     """The best passage run on through its section, plus up to two more that score nearly
@@ -348,8 +333,14 @@ def choose(question: str, passages: Sequence[Passage]) -> list[Quote]:
     chosen = [best]
     covered = best.terms.union(*(w.terms for w in best.window)) | _terms(best.heading)
     words = _window_quote(best)[2]
+    for part in question_parts(question):
+        p = _answer_to_part(part, usable, chosen, covered, best, words)
+        if p is not None:
+            chosen.append(p)
+            covered |= p.terms.union(*(w.terms for w in p.window))
+            words += p.words
     for p in usable[1:]:
-        if len(chosen) == EXTRACTIVE_STATEMENTS or p.answer < RELATIVE_FLOOR * best.answer:
+        if len(chosen) >= EXTRACTIVE_STATEMENTS or p.answer < RELATIVE_FLOOR * best.answer:
             break
         if p.lexical < SECOND_LEXICAL:
             continue  # a further quote must match the question by its own words
@@ -357,8 +348,7 @@ def choose(question: str, passages: Sequence[Passage]) -> list[Quote]:
         if words + p.words > ANSWER_WORDS or len(new) < MIN_NEW_TERMS or sum(
                 p.idf.get(t, 0.0) for t in new) < MIN_NEW:
             continue  # too long, or adds too little of what the question asks
-        if any(q.evidence.label == p.evidence.label and q.lines[0] <= p.lines[1]
-               and p.lines[0] <= _window_quote(q)[1][1] for q in chosen):
+        if _overlaps_chosen(p, chosen):
             continue  # overlaps a quote already taken
         chosen.append(p)
         covered |= p.terms

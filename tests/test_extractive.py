@@ -172,3 +172,21 @@ def test_a_changelog_entry_gives_way_to_the_page_that_explains() -> None:
     statements, _ = answer("How do I change the names of generated client methods?", shown,
                            FakeEmbedder())
     assert statements[0][1] == ["E2"] and statements[0][0] == page
+
+
+def test_each_part_of_a_two_part_question_gets_its_quote() -> None:
+    # The second part's answer matches the whole question far less than the first
+    # quote does, but it is the only passage about that part.
+    docs = ("The docs of an app mounted under `/subapi` are at `/subapi/docs`: the "
+            "sub-application docs list its routes.")
+    events = "Lifespan events run only for the main application."
+    shown = [evidence("E1", f"## Sub-applications docs\n\n{docs}", path="advanced/mount.md",
+                      score=0.9),
+             evidence("E2", f"## Events\n\n{events}", path="advanced/events.md", start=40,
+                      score=0.7),
+             evidence("E3", "## Mounting\n\nMount the sub-application docs with `app.mount()`.",
+                      path="advanced/mount.md", start=20, score=0.6)]
+    statements, quotes = answer("I mounted an app under /subapi. Where are the sub-application "
+                                "docs, and will its lifespan events run?", shown, FakeEmbedder())
+    assert [s for s, _ in statements] == [docs, events]
+    assert quotes == [(3, 3), (42, 42)]

@@ -1,0 +1,104 @@
+"""What a question asks: its content words, the kind of answer it wants, and its parts.
+
+Shared by the extractive answer (rag/extractive.py) and abstention (rag/abstention.py);
+words come from the one text-analysis module, rag/text.py.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from rag.passages import FACT
+from rag.text import STOPWORDS, parts, stem, tokens
+
+__all__ = ["Part", "answer_kinds", "asks_when", "query_terms", "question_parts", "terms"]
+
+
+def _stems(tok: str) -> list[str]:
+    """A token's stem, plus those of a hyphenated word's parts (re-index: re-index, index)."""
+    pieces = parts(tok)
+    if len(pieces) > 1 and "-" in tok and all(p.isalpha() for p in pieces):
+        return ["-".join(stem(p) for p in pieces)] + [
+            stem(p) for p in pieces if p not in STOPWORDS and len(p) > 1]
+    return [stem(tok)]
+
+
+def query_terms(text: str) -> list[str]:
+    """Stemmed content words of a question (rag.text), each once, in order."""
+    seen: dict[str, None] = {}
+    for tok in tokens(text):
+        if tok not in STOPWORDS and (len(tok) > 1 or tok.isdigit()):
+            seen.update(dict.fromkeys(_stems(tok)))
+    return list(seen)
+
+
+def terms(text: str) -> set[str]:
+    """Stemmed content words of any text, as the question's are stemmed."""
+    return {s for t in tokens(text) if t not in STOPWORDS for s in _stems(t)}
+
+
+# --- what kind of answer a question asks for --------------------------------------------------
+
+_ASK_CODE = re.compile(r"(?i)^(?:how\b|what\s+(?:option|parameter|setting|argument|command|"
+                       r"flag|decorator|function|class|method)|which\s+(?:option|parameter|"
+                       r"setting|argument|command|flag|decorator|function|class|method|package)"
+                       r"|is\s+there\s+a\s+way|can\s+i\b)|\bhow\s+(?:do|can|should)\b")
+_ASK_NUMBER = re.compile(r"(?i)\bhow\s+(?:long|many|much|big|large|often)\b|\bwhat\s+"
+                         r"(?:size|port|number|limit|timeout)|\bdefault\b|\bbelow\s+what\b")
+_ASK_WHY = re.compile(r"(?i)^why\b|\bwhy\s+(?:does|do|is|should|shouldn't|can't)\b")
+_WHEN = frozenset(stem(w) for w in ("version", "when", "since", "release", "released",
+                                    "added", "introduced", "date", "changelog"))
+
+
+def asks_when(question: str) -> bool:
+    """The question asks for a version or a date (or names one)."""
+    return bool(FACT.search(question)) or bool(_WHEN & set(query_terms(question)))
+
+
+def answer_kinds(question: str) -> frozenset[str]:
+    """What the question asks for: code (how do I...), a number, a version, a reason."""
+    kinds = set()
+    if _ASK_CODE.search(question):
+        kinds.add("code")
+    if _ASK_NUMBER.search(question):
+        kinds.add("number")
+    if asks_when(question):
+        kinds.add("version")
+    if _ASK_WHY.search(question):
+        kinds.add("reason")
+    return frozenset(kinds)
+
+
+# --- a question in parts -----------------------------------------------------------------------
+
+_ASKED_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9`\"'(])")  # "e.g. for" is one sentence
+_PART_BREAK = re.compile(
+    r"(?i),?\s+(?:and|or|but)\s+(?=(?:how|what|which|where|when|why|who|can|could|will|"
+    r"would|is|are|does|do|did|should|since)\b)")
+MAX_PARTS = 3
+
+
+@dataclass(frozen=True)
+class Part:
+    """One thing a question asks ("and which version added it?"): its words and kinds."""
+
+    text: str
+    terms: tuple[str, ...]
+    kinds: frozenset[str]
+
+
+def question_parts(question: str) -> list[Part]:
+    """The parts of a question that asks several things, or [] when it asks one. Parts
+    are the sentences that end in "?" and their clauses joined by "and how", "and
+    which"...; sentences that set the scene are context, not parts, and so is a clause
+    without a content word of its own."""
+    found = []
+    for asked in _ASKED_END.split(question.strip()):
+        if not asked.endswith("?"):
+            continue
+        for piece in _PART_BREAK.split(asked):
+            words = query_terms(piece)
+            if words:
+                found.append(Part(piece, tuple(words), answer_kinds(piece)))
+    return found[:MAX_PARTS] if len(found) > 1 else []

@@ -1,0 +1,30 @@
+"""Question analysis: the parts of a question that asks several things, and their kinds."""
+
+from __future__ import annotations
+
+from rag.questions import answer_kinds, question_parts
+
+
+def test_a_question_in_two_parts_is_split_at_and_which() -> None:
+    parts = question_parts("How do I stream events from an endpoint, e.g. for a chat, "
+                           "and which version added it?")
+    assert [p.text for p in parts] == ["How do I stream events from an endpoint, e.g. for a chat",
+                                       "which version added it?"]
+    assert "version" in parts[1].kinds and "version" not in parts[0].kinds
+
+
+def test_scene_setting_sentences_are_context_not_parts() -> None:
+    question = ("I mounted a second app under /subapi. Where are its docs, and will its "
+                "startup code run?")
+    assert [p.terms for p in question_parts(question)] == [("doc",), ("startup", "code", "run")]
+
+
+def test_a_question_that_asks_one_thing_has_no_parts() -> None:
+    assert question_parts("How do I make a query parameter required?") == []
+    assert question_parts("The docs say X. Why?") == []  # "Why?" has no word of its own
+    assert question_parts("Should I use Flask and Django together?") == []
+
+
+def test_kinds_of_answer() -> None:
+    assert answer_kinds("How many workers run by default?") >= {"number", "code"}
+    assert answer_kinds("Since which version is this possible?") == {"version"}
