@@ -53,6 +53,19 @@ def test_figures_per_set_come_from_the_same_cross_validation() -> None:
     assert abs(pooled - cv["false_abstention"]) < 1e-3
 
 
+def test_a_set_held_out_is_scored_by_a_model_that_never_saw_it() -> None:
+    x, y = _data(separation=8.0)
+    sets = np.array(["a", "b"] * 30 + ["a"] * 8 + ["b"] * 7)  # both hold unanswerable cases
+    out = fit_abstention.held_out(x, y, sets, k=5, l2=1.0, seed=0)
+    assert out["held_out abstention a"] >= 0.9 and out["held_out abstention b"] >= 0.9
+    assert out["held_out false_abstention a"] <= 0.1
+    noise, _ = _data(separation=0.0)
+    shifted = x.copy()
+    shifted[sets == "b", 0] = noise[sets == "b", 0]  # in "b" the signal tells nothing
+    out = fit_abstention.held_out(shifted, y, sets, k=5, l2=1.0, seed=0)
+    assert out["held_out abstention b"] < 0.5 or out["held_out false_abstention b"] > 0.2
+
+
 def test_folds_are_stratified_and_cover_every_case() -> None:
     _, y = _data(separation=0.0)
     folds = fit_abstention.folds(y, 5, np.random.default_rng(0))
