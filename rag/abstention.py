@@ -2,17 +2,21 @@
 
 No single score separates "the docs answer this" from "the docs only share its words":
 an unanswerable question about FastAPI still finds FastAPI pages. The decision combines
-signals of retrieval (dense cosine and BM25 score of the best chunk), coverage (share of
-the question's content words that one evidence chunk holds) and the best answer sentence
-(its cosine, its lexical overlap, its combined score), plus four that tell "the docs
+signals of retrieval (the BM25 score of the best chunk), coverage (share of the question's
+content words that one evidence chunk holds, and that all of it holds) and the best answer
+sentence (its cosine, its lexical overlap, its heading), plus signals that tell "the docs
 cover this" from "the docs use these words": how far the best dense hit stands above the
 k-th (an answered question has one clear best place; an unanswered one finds many equally
 vague ones), how many of the best chunks by meaning are also the best by words (search
 by meaning and by words agree on where an answer is; on a question the docs do not
-cover each finds its own near misses), the share of the question's words, weighted by their rarity in the whole
-index (BM25 IDF), that the evidence holds, and the weighted share of question words the
-whole index lacks (a product, tool or option the docs never name). They form a small
-logistic model fitted
+cover each finds its own near misses), the weighted share of question words the whole
+index lacks (a product, tool or option the docs never name), the share of the question's
+words, weighted by their rarity in the whole index (BM25 IDF), that the single best
+passage holds (an answer is one place that names what was asked, not words scattered over
+eight chunks), and the best cosine among the passages that can be the kind of answer asked
+for: a release-notes entry ("Add Spanish translation for ...") answers "since which
+version", not "how do I", and a question asking how many or how long needs a passage that
+holds a number. They form a small logistic model fitted
 by ``scripts/fit_abstention.py`` with cross-validation and stored as JSON
 (``rag/abstention.json`` by default; ``verification.abstention_model`` names another).
 """
@@ -28,50 +32,63 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from rag.errors import ConfigError
-from rag.extractive import Passage
+from rag.extractive import Passage, answer_kinds
+from rag.lexical import tokenize
 from rag.records import Evidence, SearchHit
-from rag.text import content_words
+from rag.text import content_words, tokens
 
 BUNDLED_MODEL = Path(__file__).with_name("abstention.json")
-FEATURES = ("dense_top", "lexical_top", "coverage", "union_coverage", "missing_names",
-            "best_dense", "best_lexical", "best_score", "best_heading", "dense_gap",
-            "idf_coverage", "absent_share", "agreement")
+FEATURES = ("lexical_top", "coverage", "union_coverage", "missing_names", "best_dense",
+            "best_lexical", "best_heading", "dense_gap", "absent_share", "agreement",
+            "best_idf_coverage", "fitting_dense")
 # A name in a question: a capitalised word past the first, or a word with a digit, an
 # underscore, a dot or a slash inside (HorizontalPodAutoscaler, pool_size, HTTP/3, 413).
 _WORD = re.compile(r"[\w@][\w./@-]*")
 MAX_NAMES = 3
+# A heading that names a release: "0.110.0 (2024-02-24)", "v1.2", "[1.0.0] - 2017-06-20",
+# "Version 2.1", "2024-02-24": what it holds is a release-notes entry.
+_RELEASE = re.compile(r"(?i)^\W*(?:v|version\s+|release\s+)?\d+\.\d+(?:\.\d+)?\b"
+                      r"|^\W*\d{4}-\d{2}-\d{2}\b")
+_NUMBER = re.compile(r"\b\d+(?:\.\d+)*\b")
 
 
 def signals(question: str, evidence: Sequence[Evidence], passages: Sequence[Passage],
             dense: Sequence[SearchHit], lexical: Sequence[SearchHit],
             document_frequency: Callable[[str], int] | None = None,
             size: int = 0) -> dict[str, float]:
-    """The raw signals for one question (see the module docstring). ``dense``, ``lexical``:
-    the best hits of search by meaning (DENSE_K) and by words (AGREE_K), best first;
-    ``document_frequency``: how many
-    of the index's ``size`` chunks hold a BM25 word, or None where the index cannot say
-    (every word then weighs 1 and none counts as absent)."""
+    """The raw signals for one question (see the module docstring). ``passages``: the
+    evidence's passages scored against the question, best first (rag.extractive);
+    ``dense``, ``lexical``: the best hits of search by meaning (DENSE_K) and by words
+    (AGREE_K), best first; ``document_frequency``: how many of the index's ``size`` chunks
+    hold a BM25 word, or None where the index cannot say (every word then weighs 1 and
+    none counts as absent)."""
     from rag.verification import missing_words, support_score
 
-    best = passages[0] if passages else None
     missing = set(missing_words(question, evidence))
     words = content_words(question)
-    dense_top = dense[0].score if dense else 0.0
     lexical_top = lexical[0].score if lexical else 0.0
     by_words = {h.chunk.chunk_id for h in lexical[:AGREE_K]}
+    # The question's BM25 words, each weighed by its rarity in the index.
+    found = {w: document_frequency(w) if document_frequency else 1
+             for w in dict.fromkeys(tokenize(question))}
+    weight = {w: idf(n, size) if document_frequency else 1.0 for w, n in found.items()}
+    total = sum(weight.values()) or 1.0
+    best = passages[0] if passages else None
+    held = set(tokenize(" ".join([best.text, *(w.text for w in best.window), best.heading]))
+               ) if best else set()
     return {
-        "dense_top": dense_top,
         "lexical_top": math.log1p(max(lexical_top, 0.0)),
         "coverage": max((support_score(question, [e]) for e in evidence), default=0.0),
         "union_coverage": 1.0 - len(missing) / len(words) if words else 0.0,
         "missing_names": float(min(MAX_NAMES, len(missing & question_names(question)))),
         "best_dense": max((p.dense for p in passages), default=0.0),
         "best_lexical": max((p.lexical for p in passages), default=0.0),
-        "best_score": best.score if best else 0.0,
         "best_heading": best.heading_match if best else 0.0,
-        "dense_gap": dense_top - dense[-1].score if dense else 0.0,
+        "dense_gap": dense[0].score - dense[-1].score if dense else 0.0,
         "agreement": sum(h.chunk.chunk_id in by_words for h in dense[:AGREE_K]) / AGREE_K,
-        **_rarity_signals(question, evidence, document_frequency, size),
+        "absent_share": sum(weight[w] for w, n in found.items() if n == 0) / total,
+        "best_idf_coverage": sum(v for w, v in weight.items() if w in held) / total,
+        "fitting_dense": max((p.dense for p in fitting(question, passages)), default=0.0),
     }
 
 
@@ -84,26 +101,26 @@ def idf(document_frequency: int, size: int) -> float:
     return math.log(1.0 + (size - document_frequency + 0.5) / (document_frequency + 0.5))
 
 
-def _rarity_signals(question: str, evidence: Sequence[Evidence],
-                    document_frequency: Callable[[str], int] | None,
-                    size: int) -> dict[str, float]:
-    """idf_coverage: IDF-weighted share of the question's BM25 words the evidence holds;
-    absent_share: IDF-weighted share of them that the whole index lacks."""
-    from rag.lexical import tokenize
+def fitting(question: str, passages: Sequence[Passage]) -> list[Passage]:
+    """The passages that can be the kind of answer the question asks for: no release-notes
+    entry unless it asks about versions, and one holding a number (one the question does
+    not already say) if it asks how many, how long, what size..."""
+    wants = answer_kinds(question)
+    asked = set(tokens(question))
 
-    words = list(dict.fromkeys(tokenize(question)))
-    if not words:
-        return {"idf_coverage": 0.0, "absent_share": 0.0}
-    found = {w: document_frequency(w) if document_frequency else 1 for w in words}
-    weight = {w: idf(found[w], size) if document_frequency else 1.0 for w in words}
-    held: set[str] = set()
-    for ev in evidence:
-        held.update(tokenize(f"{ev.chunk.heading or ''}\n{ev.chunk.text}"))
-    total = sum(weight.values()) or 1.0
-    return {
-        "idf_coverage": sum(weight[w] for w in words if w in held) / total,
-        "absent_share": sum(weight[w] for w in words if found[w] == 0) / total,
-    }
+    def fits(p: Passage) -> bool:
+        if "version" not in wants and is_release_note(p.heading):
+            return False
+        text = " ".join([p.text, *(w.text for w in p.window)])
+        return "number" not in wants or any(n not in asked for n in _NUMBER.findall(text))
+
+    return [p for p in passages if fits(p)]
+
+
+def is_release_note(heading: str) -> bool:
+    """Whether a heading path ("Release Notes > 0.110.0 (2024-02-24) > Fixes") puts its
+    text in a release's entry."""
+    return any(_RELEASE.match(part.strip()) for part in heading.split(" > "))
 
 
 def question_names(question: str) -> set[str]:

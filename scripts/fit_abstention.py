@@ -6,7 +6,8 @@ L2-regularised logistic regression (numpy, class-balanced) is scored with repeat
 stratified k-fold cross-validation; inside every training part the decision threshold is
 itself chosen by an inner cross-validation, so the printed figures are out-of-sample.
 Each set is scored alone (a model fitted on that set only) and then all together, with the
-pooled model's figures also split by set: the pooled model is the one written.
+pooled model's figures also split by set: the pooled model is the one written. Last, each
+set is scored by a model fitted on the other sets only: how it fares on docs it never saw.
 The final model is fitted on all cases and written as JSON (default rag/abstention.json).
 
 Refit after any change to chunking, retrieval or the extractive scorer:
@@ -143,6 +144,25 @@ def cross_validate(x: np.ndarray, y: np.ndarray, k: int, repeats: int, l2: float
     return out
 
 
+def held_out(x: np.ndarray, y: np.ndarray, sets: np.ndarray, k: int, l2: float,
+             seed: int) -> dict[str, float]:
+    """Each set scored by a model fitted on the others only (threshold by their own
+    cross-validation): how the model fares on docs it has never seen, as
+    "held_out abstention NAME" and "held_out false_abstention NAME"."""
+    out: dict[str, float] = {}
+    for name in dict.fromkeys(sets):
+        train, test = sets != name, sets == name
+        if len(set(y[train])) < 2:
+            continue  # the other sets hold no unanswerable (or no answerable) case
+        threshold = pick_threshold(out_of_fold(x[train], y[train], k, l2,
+                                               np.random.default_rng(seed)), y[train])
+        abstained = predict(fit(x[train], y[train], l2), x[test]) < threshold
+        for key, label in (("abstention", 0), ("false_abstention", 1)):
+            if (y[test] == label).any():
+                out[f"held_out {key} {name}"] = round(float(abstained[y[test] == label].mean()), 4)
+    return out
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--set", nargs=3, action="append", metavar=("EVAL", "DOCS", "INDEX"),
@@ -180,6 +200,7 @@ def main() -> int:
     x, y = np.vstack(xs), np.concatenate(ys)
     sets = np.concatenate([[name.split(" (")[0]] * len(part) for name, part in zip(names, ys)])
     cv = cross_validate(x, y, args.folds, args.repeats, args.l2, args.seed, sets)
+    cv |= held_out(x, y, sets, args.folds, args.l2, args.seed)
     model = fit(x, y, args.l2)
     threshold = pick_threshold(out_of_fold(x, y, args.folds, args.l2,
                                            np.random.default_rng(args.seed)), y)
@@ -198,6 +219,12 @@ def main() -> int:
         figures = [f"{key.replace('_', ' ')} {cv[f'{key} {name}']:.3f}"
                    for key in ("abstention", "false_abstention") if f"{key} {name}" in cv]
         print(f"  of which {name}: {', '.join(figures)}")
+    for name in dict.fromkeys(sets):
+        figures = [f"{key.replace('_', ' ')} {cv[f'held_out {key} {name}']:.3f}"
+                   for key in ("abstention", "false_abstention")
+                   if f"held_out {key} {name}" in cv]
+        if figures:
+            print(f"{name} held out (fitted on the other sets only): {', '.join(figures)}")
     print("weights: " + ", ".join(f"{FEATURES[i]} {w:+.2f}" for i, w in zip(use, weights)))
     print(f"threshold {threshold:.3f}; wrote {args.out}")
     return 0

@@ -6,7 +6,9 @@ import importlib.util
 
 import numpy as np
 
-from rag.abstention import signals
+from rag.abstention import is_release_note, signals
+from rag.embedding import FakeEmbedder
+from rag.extractive import PassageScorer
 from rag.lexical import LexicalIndex, tokenize
 from rag.records import Evidence, SearchHit
 from tests.conftest import REPO, make_hit
@@ -51,6 +53,19 @@ def test_figures_per_set_come_from_the_same_cross_validation() -> None:
     assert abs(pooled - cv["false_abstention"]) < 1e-3
 
 
+def test_a_set_held_out_is_scored_by_a_model_that_never_saw_it() -> None:
+    x, y = _data(separation=8.0)
+    sets = np.array(["a", "b"] * 30 + ["a"] * 8 + ["b"] * 7)  # both hold unanswerable cases
+    out = fit_abstention.held_out(x, y, sets, k=5, l2=1.0, seed=0)
+    assert out["held_out abstention a"] >= 0.9 and out["held_out abstention b"] >= 0.9
+    assert out["held_out false_abstention a"] <= 0.1
+    noise, _ = _data(separation=0.0)
+    shifted = x.copy()
+    shifted[sets == "b", 0] = noise[sets == "b", 0]  # in "b" the signal tells nothing
+    out = fit_abstention.held_out(shifted, y, sets, k=5, l2=1.0, seed=0)
+    assert out["held_out abstention b"] < 0.5 or out["held_out false_abstention b"] > 0.2
+
+
 def test_folds_are_stratified_and_cover_every_case() -> None:
     _, y = _data(separation=0.0)
     folds = fit_abstention.folds(y, 5, np.random.default_rng(0))
@@ -72,7 +87,8 @@ def _hits(scores: list[float], ids: str = "abcdefghij") -> list[SearchHit]:
 def _signals(question: str, evidence_text: str, dense: list[float]) -> dict[str, float]:
     index = LexicalIndex.build(DOCS)
     evidence = [Evidence("E1", make_hit("c1", text=evidence_text, heading=None))]
-    return signals(question, evidence, [], _hits(dense), _hits([2.0]),
+    passages = PassageScorer().passages(question, evidence)
+    return signals(question, evidence, passages, _hits(dense), _hits([2.0]),
                    index.document_frequency, index.size)
 
 
@@ -88,14 +104,33 @@ def test_a_word_the_docs_never_use_counts_as_absent() -> None:
     unknown = _signals("How do I mount static files on Kubernetes?", DOCS[0], [0.8, 0.5])
     assert covered["absent_share"] == 0.0
     assert unknown["absent_share"] > 0.3  # the rarest word of the question weighs most
-    assert unknown["idf_coverage"] < covered["idf_coverage"] == 1.0
+    assert unknown["best_idf_coverage"] < covered["best_idf_coverage"] == 1.0
 
 
-def test_rare_words_weigh_more_in_coverage() -> None:
-    # "port" is in one chunk, "static" in two: evidence holding the rarer one covers more.
+def test_rare_words_weigh_more_in_what_the_best_passage_holds() -> None:
+    # "port" is in one chunk, "static" in two: a passage holding the rarer one covers more.
     rare = _signals("static port", DOCS[1], [0.8])
-    common = _signals("static port", "Static assets.", [0.8])
-    assert rare["idf_coverage"] > 0.5 > common["idf_coverage"] > 0.0
+    common = _signals("static port", "Static assets are kept in one folder.", [0.8])
+    assert rare["best_idf_coverage"] > 0.5 > common["best_idf_coverage"] > 0.0
+
+
+def test_only_the_best_passage_counts_not_words_scattered_over_the_evidence() -> None:
+    # Each chunk holds one of the question's two words: together they hold both, but no
+    # single place answers "static files on a port".
+    index = LexicalIndex.build(DOCS)
+    question = "Which port serves static files?"
+    scattered = [Evidence("E1", make_hit("c1", text=DOCS[2], heading=None)),
+                 Evidence("E2", make_hit("c2", text="The port is printed on start.",
+                                         heading=None))]
+    together = [Evidence("E1", make_hit("c1", text="Static files are served on the port "
+                                        "you pass.", heading=None))]
+
+    def coverage(evidence: list[Evidence]) -> float:
+        passages = PassageScorer().passages(question, evidence)
+        return signals(question, evidence, passages, _hits([0.8]), [],
+                       index.document_frequency, index.size)["best_idf_coverage"]
+
+    assert coverage(together) == 1.0 > coverage(scattered)
 
 
 def test_dense_gap_is_the_best_hit_against_the_last() -> None:
@@ -121,4 +156,51 @@ def test_without_word_statistics_no_word_counts_as_absent() -> None:
     evidence = [Evidence("E1", make_hit("c1", text=DOCS[0], heading=None))]
     values = signals("mount static files on Kubernetes", evidence, [], _hits([0.5]), [])
     assert values["absent_share"] == 0.0
-    assert values["idf_coverage"] == 3 / 4
+
+
+# --- fitting_dense: passages that can be the kind of answer asked for --------------------------
+
+RELEASE_HEADING = "Release Notes > 1.4.0 (2024-02-01) > Translations"
+
+
+def _fitting(question: str, *chunks: tuple[str, str | None]) -> dict[str, float]:
+    evidence = [Evidence(f"E{n}", make_hit(f"c{n}", text=text, heading=heading))
+                for n, (text, heading) in enumerate(chunks, 1)]
+    passages = PassageScorer(FakeEmbedder()).passages(question, evidence)
+    return signals(question, evidence, passages, _hits([0.5]), [])
+
+
+def test_a_release_note_does_not_answer_how_to_do_something() -> None:
+    entry = ("Add Spanish translation for the error messages page.", RELEASE_HEADING)
+    how = _fitting("How do I translate the error messages into Spanish?", entry)
+    assert how["best_dense"] > 0.3 and how["fitting_dense"] == 0.0
+    when = _fitting("Since which version are the error messages translated to Spanish?",
+                    entry)
+    assert when["fitting_dense"] == when["best_dense"] > 0.3
+    prose = ("Error messages are translated by passing a locale to the handler.",
+             "Handling Errors > Translations")
+    assert _fitting("How do I translate the error messages into Spanish?", entry,
+                    prose)["fitting_dense"] > 0.0
+
+
+def test_a_question_asking_how_many_needs_a_passage_with_a_number() -> None:
+    question = "How many worker threads does the server start?"
+    pool = "The server runs blocking handlers in a pool of worker threads."
+    vague = _fitting(question, (pool, "Concurrency"))
+    assert vague["best_dense"] > 0.3 and vague["fitting_dense"] == 0.0
+    forty = "The server starts 40 worker threads for blocking handlers."
+    exact = _fitting(question, (forty, "Concurrency"))
+    assert exact["fitting_dense"] == exact["best_dense"] > 0.3
+    # a number the question already says is no answer to it
+    echo = _fitting("How many of the 40 worker threads does the server start?",
+                    ("The server starts the 40 worker threads lazily.", "Concurrency"))
+    assert echo["fitting_dense"] == 0.0
+
+
+def test_release_headings_are_told_from_headings_that_mention_a_version() -> None:
+    for heading in ("Release Notes > 0.110.0 (2024-02-24) > Fixes", "v2.3",
+                    "Changelog > [1.0.0] - 2017-06-20", "Version 2.1 > Added",
+                    "2024-02-24 > Security"):
+        assert is_release_note(heading), heading
+    for heading in ("Python 3.10 and later", "Upgrade to OAuth 2.0 > Tokens", "Intro", ""):
+        assert not is_release_note(heading), heading
