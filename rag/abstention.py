@@ -32,7 +32,8 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from rag.errors import ConfigError
-from rag.extractive import Passage, answer_kinds
+from rag.extractive import Passage
+from rag.questions import answer_kinds
 from rag.lexical import tokenize
 from rag.records import Evidence, SearchHit
 from rag.text import content_words, tokens
