@@ -33,8 +33,8 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from rag.errors import ConfigError
 from rag.extractive import Passage
-from rag.questions import answer_kinds
 from rag.lexical import tokenize
+from rag.questions import answer_kinds
 from rag.records import Evidence, SearchHit
 from rag.text import content_words, tokens
 

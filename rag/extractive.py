@@ -65,6 +65,7 @@ class Passage:
     section: int = -1  # chunk line of the heading it sits under
     window: list[Passage] = field(default_factory=list)  # what a quote of it runs on to
     idf: dict[str, float] = field(default_factory=dict)  # question term weights (shared)
+    parts: list[float] = field(default_factory=list)  # how well it answers each part
 
     @property
     def words(self) -> int:
@@ -149,8 +150,31 @@ class PassageScorer:
         for p in found:
             p.answer = p.score + answer_bonus(p, wants, asked)
             p.place = place_prior(p.evidence, top)
+        for part in question_parts(question):
+            self._score_part(part, found, weights, asked)
         found.sort(key=lambda p: (-p.score, p.rank, p.lines[0]))
         return found
+
+
+    def _score_part(self, part: Part, found: Sequence[Passage], idf: dict[str, float],
+                    asked: set[str]) -> None:
+        """How well each passage answers one part of a question: the share of the part's
+        words it holds (idf-weighted, heading included), plus its cosine with the part for
+        the likeliest ones, plus a bonus when it holds the kind of thing the part asks for."""
+        kinds = part.kinds - {"code"}  # "how do I" is the whole question's kind
+        scores = []
+        for p in found:
+            score = _share(part.terms, p.terms | _terms(p.heading), idf)
+            if kinds and _has_kind(p, kinds, asked, own=True):
+                score += W_PART_KIND
+            scores.append(score)
+        if self.embedder is not None:
+            order = sorted(range(len(found)), key=lambda i: -scores[i])[:PART_EMBED_TOP]
+            vectors = self._embed([part.text] + [found[i].sentence.text for i in order])
+            for i, sim in zip(order, vectors[1:] @ vectors[0]):
+                scores[i] += float(sim)
+        for p, score in zip(found, scores):
+            p.parts.append(score)
 
 
 EMBED_TOP = 12  # sentences embedded per question
@@ -290,8 +314,10 @@ def _window_quote(p: Passage, limit: int = WINDOW_WORDS, stop: int = 0,
 # A question in parts ("Where are its docs, and will its startup code run?") gets a quote
 # for each part that the first quote leaves unanswered.
 PART_COVERED = 0.6  # a part whose words (idf-weighted) the quotes hold this much is answered
-PART_MATCH = 0.5  # a quote for a part must hold this share of the part's words...
-PART_FLOOR = 0.5  # ...and score at least this share of the first quote
+PART_MATCH = 1.0  # a quote for a part must match it this well (words + cosine + kind)...
+PART_FLOOR = 0.5  # ...and score at least this share of the first quote on the whole question
+W_PART_KIND = 0.3  # a part's match gains this when it holds the kind of thing the part asks
+PART_EMBED_TOP = 16  # sentences embedded per part
 
 
 def _share(terms: Sequence[str], have: set[str], idf: dict[str, float]) -> float:
@@ -304,18 +330,17 @@ def _overlaps_chosen(p: Passage, chosen: Sequence[Passage]) -> bool:
                and p.lines[0] <= _window_quote(q)[1][1] for q in chosen)
 
 
-def _answer_to_part(part: Part, usable: Sequence[Passage], chosen: Sequence[Passage],
-                    covered: set[str], best: Passage, words: int) -> Passage | None:
+def _answer_to_part(index: int, part: Part, usable: Sequence[Passage],
+                    chosen: Sequence[Passage], covered: set[str], best: Passage,
+                    words: int) -> Passage | None:
     """The passage that best answers one part of the question, if the quotes so far do not
     and one answers it well enough to quote; None otherwise."""
-    idf = best.idf
-    if len(chosen) >= MAX_PARTS or _share(part.terms, covered, idf) >= PART_COVERED:
+    if len(chosen) >= MAX_PARTS or _share(part.terms, covered, best.idf) >= PART_COVERED:
         return None
-    found = [(_share(part.terms, p.terms | _terms(p.heading), idf), p.answer, p) for p in usable
-             if p.answer >= PART_FLOOR * best.answer and words + p.words <= ANSWER_WORDS
+    found = [p for p in usable if len(p.parts) > index and p.parts[index] >= PART_MATCH
+             and p.answer >= PART_FLOOR * best.answer and words + p.words <= ANSWER_WORDS
              and not _overlaps_chosen(p, chosen)]
-    found = [f for f in found if f[0] >= PART_MATCH]
-    return max(found, key=lambda f: f[:2])[2] if found else None
+    return max(found, key=lambda p: (p.parts[index], p.answer)) if found else None
 
 
 def choose(question: str, passages: Sequence[Passage]) -> list[Quote]:
@@ -333,8 +358,8 @@ def choose(question: str, passages: Sequence[Passage]) -> list[Quote]:
     chosen = [best]
     covered = best.terms.union(*(w.terms for w in best.window)) | _terms(best.heading)
     words = _window_quote(best)[2]
-    for part in question_parts(question):
-        p = _answer_to_part(part, usable, chosen, covered, best, words)
+    for index, part in enumerate(question_parts(question)):
+        p = _answer_to_part(index, part, usable, chosen, covered, best, words)
         if p is not None:
             chosen.append(p)
             covered |= p.terms.union(*(w.terms for w in p.window))
