@@ -11,6 +11,7 @@ so its citation is line-precise.
 
 from __future__ import annotations
 
+import itertools
 import math
 import re
 from collections import Counter
@@ -331,16 +332,32 @@ def _overlaps_chosen(p: Passage, chosen: Sequence[Passage]) -> bool:
 
 
 def _answer_to_part(index: int, part: Part, usable: Sequence[Passage],
-                    chosen: Sequence[Passage], covered: set[str], best: Passage,
-                    words: int) -> Passage | None:
+                    chosen: Sequence[Passage], taken: Sequence[Passage], covered: set[str],
+                    best: Passage, words: int) -> Passage | None:
     """The passage that best answers one part of the question, if the quotes so far do not
     and one answers it well enough to quote; None otherwise."""
     if len(chosen) >= MAX_PARTS or _share(part.terms, covered, best.idf) >= PART_COVERED:
         return None
     found = [p for p in usable if len(p.parts) > index and p.parts[index] >= PART_MATCH
              and p.answer >= PART_FLOOR * best.answer and words + p.words <= ANSWER_WORDS
-             and not _overlaps_chosen(p, chosen)]
+             and not _overlaps_chosen(p, taken)]
     return max(found, key=lambda p: (p.parts[index], p.answer)) if found else None
+
+
+LEAD_WORDS = 30  # a section's opening this short before the best sentence is quoted too
+
+
+def _section_lead(best: Passage, passages: Sequence[Passage]) -> list[Passage]:
+    """The sentences that open the best passage's section before it, when the quote should
+    start there: docs state a section's point first ("You shouldn't pin starlette."), then
+    explain, so a best sentence a few words into its section is quoted from the start."""
+    before = sorted((p for p in passages if p.evidence is best.evidence
+                     and p.section == best.section and p.lines[1] < best.lines[0]),
+                    key=lambda p: p.lines[0])
+    if not before or before[0].section < 0 or sum(p.words for p in before) > LEAD_WORDS:
+        return []
+    run = [*before, best]
+    return before if all(b in a.window for a, b in itertools.pairwise(run)) else []
 
 
 def choose(question: str, passages: Sequence[Passage]) -> list[Quote]:
@@ -355,11 +372,13 @@ def choose(question: str, passages: Sequence[Passage]) -> list[Quote]:
     best = max(usable, key=lambda p: p.answer * p.place)
     usable.remove(best)
     usable.insert(0, best)
+    lead = _section_lead(best, passages)
     chosen = [best]
-    covered = best.terms.union(*(w.terms for w in best.window)) | _terms(best.heading)
-    words = _window_quote(best)[2]
+    covered = best.terms.union(*(w.terms for w in [*best.window, *lead])) | _terms(best.heading)
+    words = _window_quote(best)[2] + sum(q.words for q in lead)
     for index, part in enumerate(question_parts(question)):
-        p = _answer_to_part(index, part, usable, chosen, covered, best, words)
+        p = _answer_to_part(index, part, usable, chosen, [*chosen, *lead], covered, best,
+                            words)
         if p is not None:
             chosen.append(p)
             covered |= p.terms.union(*(w.terms for w in p.window))
@@ -373,7 +392,7 @@ def choose(question: str, passages: Sequence[Passage]) -> list[Quote]:
         if words + p.words > ANSWER_WORDS or len(new) < MIN_NEW_TERMS or sum(
                 p.idf.get(t, 0.0) for t in new) < MIN_NEW:
             continue  # too long, or adds too little of what the question asks
-        if _overlaps_chosen(p, chosen):
+        if _overlaps_chosen(p, [*chosen, *lead]):
             continue  # overlaps a quote already taken
         chosen.append(p)
         covered |= p.terms
@@ -381,7 +400,11 @@ def choose(question: str, passages: Sequence[Passage]) -> list[Quote]:
     quotes: list[Quote] = []
     for p in sorted(chosen, key=lambda c: (c.rank, c.lines[0])):
         if p is best:
-            text, lines = _with_heading_fact(p, question, _window_quote(p)[:2])
+            text, lines = _window_quote(p)[:2]
+            if lead:
+                text = " ".join([*(q.text for q in lead), text])
+                lines = (lead[0].lines[0], lines[1])
+            text, lines = _with_heading_fact(p, question, (text, lines))
         else:  # a further quote runs on a little too, short of the next quote it meets
             stop = min((c.lines[0] for c in chosen if c.evidence.label == p.evidence.label
                         and c.lines[0] > p.lines[1]), default=0)

@@ -190,3 +190,14 @@ def test_each_part_of_a_two_part_question_gets_its_quote() -> None:
                                 "docs, and will its lifespan events run?", shown, FakeEmbedder())
     assert [s for s, _ in statements] == [docs, events]
     assert quotes == [(3, 3), (42, 42)]
+
+
+def test_a_quote_starts_where_its_short_section_states_the_point() -> None:
+    text = ("## About the parser\n\nYou shouldn't pin the parser yourself.\n\n"
+            "Each release of the tool needs one version of the parser library.\n\n"
+            "So let the tool pick the parser version.")
+    shown = [evidence("E1", text, path="deploy/versions.md", start=70)]
+    statements, quotes = answer("Should I pin the parser library version next to the tool?",
+                                shown, FakeEmbedder())
+    assert statements[0][0].startswith("You shouldn't pin the parser yourself.")
+    assert quotes[0][0] == 72
