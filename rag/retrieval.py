@@ -129,7 +129,8 @@ class Retriever:
         lexical = None if searches_itself(self.index) else self.index.lexical
         if lexical is None:  # a store that searches itself: the hit's own text stands in
             weights = dict.fromkeys(words, 1.0)
-            found = [set(tokenize(f"{h.chunk.heading or ''}\n{h.chunk.text}")) for h in hits]
+            found = [set(words) & set(tokenize(f"{h.chunk.heading or ''}\n{h.chunk.text}"))
+                     for h in hits]
         else:
             weights = {w: _idf(lexical.document_frequency(w), lexical.size) for w in words}
             found = self._section_words(lexical, words, hits, filt)

@@ -325,3 +325,35 @@ def test_section_coverage_reorders_hybrid_search_only(vault):
     hybrid = on.search(QUESTION, mode="hybrid")
     assert hybrid[0].chunk.heading == "Vault > Backups"
     assert [h.score for h in hybrid] == sorted((h.score for h in hybrid), reverse=True)
+
+
+class _SelfSearching:
+    """A store that runs its own searches (as a database store does), over fixed rankings."""
+
+    def __init__(self, version, ranking):
+        self.path, self.manifest, self.chunks = version.path, version.manifest, version.chunks
+        self.ranking = ranking
+
+    def visible_count(self, groups):
+        return len(self.chunks)
+
+    def dense(self, vector, k, groups):
+        return self.ranking[:k]
+
+    def lexical(self, query, k, groups):
+        return self.ranking[:k]
+
+    def stale(self):
+        return False
+
+
+def test_a_store_that_searches_itself_ranks_by_each_hit_s_own_words(vault):
+    version, embedder, rows = vault
+    index = _SelfSearching(version, [(rows["The"], 1.0), (rows["Restore"], 0.95),
+                                     (rows["Nightly"], 0.0)])
+    on = Retriever(index, embedder, RetrievalSettings(section_coverage=0.4))
+    off = Retriever(index, embedder, RetrievalSettings(section_coverage=0.0))
+    assert off.search(QUESTION)[0].chunk.heading == "Vault > Archive"
+    hits = on.search(QUESTION)
+    assert hits[0].chunk.heading == "Vault > Backups"  # its text holds restore, backup, snapshot
+    assert "Restore" in hits[0].chunk.text
