@@ -102,7 +102,7 @@ class RetrievalSettings(_Section):
         "normalised over its candidates; rrf: weighted reciprocal rank fusion."
     )
     dense_weight: float = Field(
-        0.6, ge=0, le=1,
+        0.5, ge=0, le=1,
         description="Weight of dense search in hybrid fusion; lexical gets 1 - this. "
         "Measured with scripts/tune_fusion.py; re-measure when chunking changes.",
     )
@@ -116,12 +116,6 @@ class RetrievalSettings(_Section):
         description="Share of a merged chunk's fused score added to its hit's score, so a "
         "section that matched in several chunks ranks above one that matched once. Measured "
         "with convex fusion; RRF scores are nearly flat, so use 0 with fusion = rrf.",
-    )
-    section_coverage: float = Field(
-        0.4, ge=0, le=1,
-        description="Hybrid search: added to a hit's score times the share of the question's "
-        "words (idf-weighted) its section holds, so the section that covers the question ranks "
-        "first (0: off). Measured with scripts/tune_fusion.py.",
     )
 
 

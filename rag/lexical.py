@@ -154,13 +154,6 @@ class LexicalIndex:
         wid = self.vocab.get(word)
         return 0 if wid is None else int(self._indptr[wid + 1] - self._indptr[wid])
 
-    def rows_with(self, word: str) -> np.ndarray:
-        """The rows that hold this (already tokenized) word."""
-        wid = self.vocab.get(word)
-        if wid is None:
-            return np.zeros(0, dtype=np.int64)
-        return np.asarray(self._indices[int(self._indptr[wid]):int(self._indptr[wid + 1])])
-
     def search(
         self, query: str, k: int, allowed: np.ndarray | None = None
     ) -> list[tuple[int, float]]:

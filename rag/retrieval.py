@@ -11,12 +11,6 @@ blank lines the chunker trimmed between them), read from the docs folder and che
 against every merged chunk's indexed text; if the file no longer holds that text the
 chunks stay separate hits. Its ``chunk_id`` is the best-scoring merged chunk's (a real
 chunk of the index, inside the range) and ``chunk_ids`` lists every merged chunk.
-
-A hybrid search then re-ranks its places by how much of the question their section holds:
-each place gains ``retrieval.section_coverage`` times the share of the question's words
-(weighted by rarity, BM25's idf) found anywhere in its section (file and heading path),
-counting only chunks the user may see. Between two places that both match, the one whose
-section covers the whole question comes first.
 """
 
 from __future__ import annotations
@@ -33,7 +27,6 @@ import numpy as np
 from rag.config import IndexSettings, RetrievalSettings
 from rag.embedding import Embedder
 from rag.errors import RetrievalError
-from rag.lexical import LexicalIndex, tokenize
 from rag.records import Chunk, SearchHit
 from rag.store import IndexVersion, faiss_id
 from rag.stores import searches_itself
@@ -84,7 +77,6 @@ class Retriever:
         self._filters: OrderedDict[frozenset[str], _Filter] = OrderedDict()  # LRU
         self._filters_lock = threading.Lock()
         self._last_query: tuple[str, np.ndarray] | None = None
-        self._section_ids: tuple[np.ndarray, dict[tuple[str, str | None], int]] | None = None
         root = index.manifest.docs_root
         self._docs_root = Path(root).resolve() if root else None
 
@@ -114,56 +106,7 @@ class Retriever:
         else:
             ranked = fuse_weighted(self.dense(query, pool, filt),
                                    self.lexical(query, pool, filt), self.settings)
-            return self.by_coverage(query, self.places(ranked, k, filt), filt)
         return self.places(ranked, k, filt)
-
-    def by_coverage(self, query: str, hits: list[SearchHit], filt: _Filter,
-                    weight: float | None = None) -> list[SearchHit]:
-        """The hits re-ranked with each one's score raised by `weight` times the share of
-        the query's words (idf-weighted) that its section holds (see the module docstring).
-        """
-        weight = self.settings.section_coverage if weight is None else weight
-        words = list(dict.fromkeys(tokenize(query)))
-        if not weight or not words or not hits:
-            return hits
-        lexical = None if searches_itself(self.index) else self.index.lexical
-        if lexical is None:  # a store that searches itself: the hit's own text stands in
-            weights = dict.fromkeys(words, 1.0)
-            found = [set(words) & set(tokenize(f"{h.chunk.heading or ''}\n{h.chunk.text}"))
-                     for h in hits]
-        else:
-            weights = {w: _idf(lexical.document_frequency(w), lexical.size) for w in words}
-            found = self._section_words(lexical, words, hits, filt)
-        total = sum(weights.values()) or 1.0
-        scored = [(h.score + weight * sum(weights[w] for w in have) / total, h)
-                  for h, have in zip(hits, found, strict=True)]
-        scored.sort(key=lambda item: (-item[0], item[1].rank))
-        return [replace(h, score=score, rank=rank)
-                for rank, (score, h) in enumerate(scored, start=1)]
-
-    def _section_words(self, lexical: LexicalIndex, words: list[str], hits: list[SearchHit],
-                       filt: _Filter) -> list[set[str]]:
-        """For each hit, the query words found in a visible chunk of its section."""
-        sections = self._sections()
-        wanted = {sections[1][(h.chunk.source_path, h.chunk.heading)] for h in hits}
-        holders: dict[int, set[str]] = {s: set() for s in wanted}
-        for word in words:
-            rows = lexical.rows_with(word)
-            if filt.rows is not None:
-                rows = rows[filt.rows[rows] > 0]
-            for section in set(sections[0][rows].tolist()) & wanted:
-                holders[section].add(word)
-        return [holders[sections[1][(h.chunk.source_path, h.chunk.heading)]] for h in hits]
-
-    def _sections(self) -> tuple[np.ndarray, dict[tuple[str, str | None], int]]:
-        """Each row's section number, and the numbers by (file, heading path); built once."""
-        if self._section_ids is None:
-            ids: dict[tuple[str, str | None], int] = {}
-            of_row = np.fromiter(
-                (ids.setdefault((c.source_path, c.heading), len(ids)) for c in self.index.chunks),
-                dtype=np.int64, count=len(self.index.chunks))
-            self._section_ids = (of_row, ids)
-        return self._section_ids
 
     def places(self, ranked: list[tuple[int, float]], k: int, filt: _Filter,
                section_chunks: int | None = None, bonus: float | None = None) -> list[SearchHit]:
@@ -263,11 +206,6 @@ class Retriever:
             while len(self._filters) > FILTER_CACHE:
                 self._filters.popitem(last=False)
         return filt
-
-
-def _idf(document_frequency: int, size: int) -> float:
-    """BM25's inverse document frequency: a rare word weighs more than a common one."""
-    return float(np.log1p((size - document_frequency + 0.5) / (document_frequency + 0.5)))
 
 
 def fuse_weighted(

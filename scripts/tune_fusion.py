@@ -1,4 +1,4 @@
-"""Measure hybrid fusion weights, BM25 heading weight, section merging and section coverage.
+"""Measure hybrid fusion weights, BM25 heading weight and section merging on an eval set.
 
 Dense and BM25 rankings are computed once per question; every setting is then fused and
 merged into places by the retriever's own code, so the figures are what `rag eval` sees.
@@ -47,13 +47,11 @@ class Setting:
     rrf_k: int
     section_chunks: int
     bonus: float = 0.0
-    coverage: float = 0.0
 
     def label(self) -> str:
         rrf = f" rrf_k={self.rrf_k}" if self.fusion == "rrf" else ""
         return (f"hw={self.heading_weight} {self.fusion} w_dense={self.dense_weight:.2f}{rrf} "
-                f"section_chunks={self.section_chunks} bonus={self.bonus} "
-                f"coverage={self.coverage}")
+                f"section_chunks={self.section_chunks} bonus={self.bonus}")
 
 
 def case_metrics(hits: Sequence[SearchHit], case: EvalCase) -> dict[str, float]:
@@ -120,15 +118,12 @@ def main() -> None:
              for hw, f, w, n, b in itertools.product(
                  weights, ("rrf", "convex"), [i / 10 for i in range(3, 8)], (2, 3, 4, 6),
                  (0.25, 0.5, 1.0))]
-    grid += [Setting(hw, "convex", w, 0, 2, 0.25, cov)
-             for hw, w, cov in itertools.product(weights, [i / 10 for i in range(3, 8)],
-                                                 (0.1, 0.2, 0.3, 0.4, 0.5))]
     grid += [Setting(hw, mode, 1.0 if mode == "dense" else 0.0, 60, n)
              for hw, mode, n in itertools.product(weights, ("dense", "lexical"), (1, 3))]
     conf = settings.retrieval
     current = Setting(HEADING_WEIGHT, conf.fusion, conf.dense_weight,
                       conf.rrf_k if conf.fusion == "rrf" else 0, conf.section_chunks,
-                      conf.section_bonus, conf.section_coverage)
+                      conf.section_bonus)
     if current not in grid:
         grid.append(current)
     per_setting: dict[Setting, list[dict[str, float]]] = {}
@@ -145,8 +140,6 @@ def main() -> None:
             else:
                 ranked = fuse_weighted(dense, lex[setting.heading_weight], rs)
             hits = retriever.places(ranked, args.k, filt, setting.section_chunks, setting.bonus)
-            if setting.fusion not in ("dense", "lexical"):  # as Retriever.search does
-                hits = retriever.by_coverage(case.question, hits, filt, setting.coverage)
             scores.append(case_metrics(hits, case))
         per_setting[setting] = scores
 
@@ -168,10 +161,8 @@ def main() -> None:
             print(row(setting))
     print(row(Setting(best.heading_weight, "rrf", 0.5, 60, 1)))
     print(f"\nBest on all cases: {best.label()}  (current config: {current.label()})")
-    knobs = ("heading_weight", "fusion", "dense_weight", "rrf_k", "section_chunks", "bonus",
-             "coverage")
-    for name in ("dense_weight", "rrf_k", "section_chunks", "heading_weight", "bonus",
-                 "coverage"):
+    knobs = ("heading_weight", "fusion", "dense_weight", "rrf_k", "section_chunks", "bonus")
+    for name in ("dense_weight", "rrf_k", "section_chunks", "heading_weight", "bonus"):
         print(f"\nCurve over {name}, other knobs as the best setting:")
         print(header)
         for setting in grid:

@@ -32,7 +32,7 @@ def test_weights_move_the_fused_order():
     assert next(r for r, _ in fuse_weighted(dense, lexical, only_dense)) == 1
     assert next(r for r, _ in fuse_weighted(dense, lexical, only_lexical)) == 2
     # equal weights give plain RRF's scores
-    assert fuse_weighted(dense, lexical, RetrievalSettings(fusion="rrf", dense_weight=0.5)) == fuse(
+    assert fuse_weighted(dense, lexical, RetrievalSettings(fusion="rrf")) == fuse(
         [dense, lexical], 60)
 
 
@@ -251,109 +251,3 @@ def test_a_chunk_the_user_may_not_see_is_never_merged_in(pumps):
     everyone = retriever.places([(rows[0], 1.0), (rows[2], 0.9)], 5,
                                 retriever.filter_for(frozenset()))
     assert len(everyone) == 1 and len(everyone[0].chunk_ids) == 3
-
-
-VAULT = """# Vault
-
-## Backups
-
-Nightly jobs copy every file to the vault.
-
-Restore a backup from its snapshot with the restore command.
-
-## Archive
-
-The archive folder holds old snapshot files.
-"""
-
-
-@pytest.fixture
-def vault(tmp_path, embedder):
-    """An index of one file whose 'Backups' section is two chunks."""
-    docs = tmp_path / "docs"
-    docs.mkdir()
-    (docs / "vault.md").write_text(VAULT)
-    settings = Settings(chunking=ChunkingSettings(max_tokens=16, min_tokens=0))
-    build_index(docs, tmp_path / "index", settings, embedder)
-    version = store.load(tmp_path / "index")
-    rows = {word: [i for i, c in enumerate(version.chunks) if word in c.text]
-            for word in ("Nightly", "Restore", "The")}
-    assert all(len(found) == 1 for found in rows.values())  # each paragraph its own chunk
-    rows = {word: found[0] for word, found in rows.items()}
-    assert len({rows["Nightly"], rows["Restore"], rows["The"]}) == 3
-    return version, embedder, rows
-
-
-QUESTION = "how do I restore last night's backup snapshot"
-
-
-def test_the_section_that_holds_the_whole_question_ranks_first(vault):
-    version, embedder, rows = vault
-    retriever = Retriever(version, embedder, RetrievalSettings(section_coverage=0.4))
-    filt = retriever.filter_for(frozenset())
-    # The archive chunk scored higher, but only the Backups section (its other chunk
-    # included) holds every word of the question.
-    places = retriever.places([(rows["The"], 1.0), (rows["Nightly"], 0.85)], 5, filt)
-    assert [h.chunk.heading for h in places] == ["Vault > Archive", "Vault > Backups"]
-    hits = retriever.by_coverage(QUESTION, places, filt)
-    assert [h.chunk.heading for h in hits] == ["Vault > Backups", "Vault > Archive"]
-    assert [h.rank for h in hits] == [1, 2]
-    assert hits[0].score > hits[1].score  # scores stay in rank order
-    assert hits[0].chunk == places[1].chunk  # the place itself is unchanged
-    assert "restore" not in hits[0].chunk.text.lower()  # it ranked by its section's words
-    off = Retriever(version, embedder, RetrievalSettings(section_coverage=0.0))
-    assert off.by_coverage(QUESTION, places, filt) == places
-
-
-def test_words_the_user_may_not_see_do_not_raise_a_section(vault):
-    version, embedder, rows = vault
-    retriever = Retriever(version, embedder, RetrievalSettings(section_coverage=0.4))
-    mask = np.ones(len(version.chunks), dtype=np.float32)
-    mask[rows["Restore"]] = 0  # the chunk that holds "restore" is hidden from this user
-    filt = _Filter(mask, None, len(version.chunks) - 1)
-    places = retriever.places([(rows["The"], 1.0), (rows["Nightly"], 0.85)], 5, filt)
-    hits = retriever.by_coverage(QUESTION, places, filt)
-    assert [h.chunk.heading for h in hits] == ["Vault > Archive", "Vault > Backups"]
-
-
-def test_section_coverage_reorders_hybrid_search_only(vault):
-    version, embedder, _rows = vault
-    on = Retriever(version, embedder, RetrievalSettings(section_coverage=1.0))
-    off = Retriever(version, embedder, RetrievalSettings(section_coverage=0.0))
-    for mode in ("dense", "lexical"):  # single-retriever scores stay as they are
-        assert on.search(QUESTION, mode=mode) == off.search(QUESTION, mode=mode)
-    hybrid = on.search(QUESTION, mode="hybrid")
-    assert hybrid[0].chunk.heading == "Vault > Backups"
-    assert [h.score for h in hybrid] == sorted((h.score for h in hybrid), reverse=True)
-
-
-class _SelfSearching:
-    """A store that runs its own searches (as a database store does), over fixed rankings."""
-
-    def __init__(self, version, ranking):
-        self.path, self.manifest, self.chunks = version.path, version.manifest, version.chunks
-        self.ranking = ranking
-
-    def visible_count(self, groups):
-        return len(self.chunks)
-
-    def dense(self, vector, k, groups):
-        return self.ranking[:k]
-
-    def lexical(self, query, k, groups):
-        return self.ranking[:k]
-
-    def stale(self):
-        return False
-
-
-def test_a_store_that_searches_itself_ranks_by_each_hit_s_own_words(vault):
-    version, embedder, rows = vault
-    index = _SelfSearching(version, [(rows["The"], 1.0), (rows["Restore"], 0.95),
-                                     (rows["Nightly"], 0.0)])
-    on = Retriever(index, embedder, RetrievalSettings(section_coverage=0.4))
-    off = Retriever(index, embedder, RetrievalSettings(section_coverage=0.0))
-    assert off.search(QUESTION)[0].chunk.heading == "Vault > Archive"
-    hits = on.search(QUESTION)
-    assert hits[0].chunk.heading == "Vault > Backups"  # its text holds restore, backup, snapshot
-    assert "Restore" in hits[0].chunk.text
