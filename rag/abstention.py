@@ -32,10 +32,10 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from rag.errors import ConfigError
-from rag.extractive import Passage
 from rag.lexical import tokenize
 from rag.questions import answer_kinds
 from rag.records import Evidence, SearchHit
+from rag.scoring import Passage
 from rag.text import content_words, tokens
 
 BUNDLED_MODEL = Path(__file__).with_name("abstention.json")

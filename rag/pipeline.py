@@ -16,9 +16,9 @@ if TYPE_CHECKING:
     from rag.abstention import AbstentionModel
     from rag.embedding import Embedder
     from rag.evidence import Selection
-    from rag.extractive import PassageScorer
     from rag.generation import GenerationResult
     from rag.indexing import IndexReport
+    from rag.scoring import PassageScorer
 
 INSUFFICIENT = "Insufficient evidence: the docs shown do not answer this question."
 # Told each stage's result as it is ready: ("hits", hits), ("evidence", evidence),
@@ -104,7 +104,7 @@ class Pipeline:
     def scorer(self) -> PassageScorer:
         """Scores evidence sentences against the question (abstention, extractive answers)."""
         if self._scorer is None:
-            from rag.extractive import PassageScorer
+            from rag.scoring import PassageScorer
 
             self._scorer = PassageScorer(self._embedder())
         return self._scorer

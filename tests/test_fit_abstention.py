@@ -8,9 +8,9 @@ import numpy as np
 
 from rag.abstention import is_release_note, signals
 from rag.embedding import FakeEmbedder
-from rag.extractive import PassageScorer
 from rag.lexical import LexicalIndex, tokenize
 from rag.records import Evidence, SearchHit
+from rag.scoring import PassageScorer
 from tests.conftest import REPO, make_hit
 
 _spec = importlib.util.spec_from_file_location("fit_abstention",

@@ -1,0 +1,255 @@
+"""Scoring evidence sentences against a question, for extractive answers and abstention.
+
+Evidence chunks are read into quotable sentences with their lines (rag/passages.py), and
+every sentence is scored against the question: the embedder's cosine, an overlap of
+stemmed content words (over the sentence and the window it runs on into), the heading
+path, and whether it holds the kind of thing the question asks for. A question in parts
+also gets a match per part. rag/extractive.py chooses what to quote from these scores.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from rag.passages import FACT, Sentence, attachment, quote, read_blocks, sentences
+from rag.questions import Part, answer_kinds, query_terms, question_parts
+from rag.questions import terms as _terms
+from rag.records import Evidence
+from rag.text import tokens
+
+__all__ = ["Passage", "PassageScorer", "answer_bonus", "place_prior", "share"]
+
+if TYPE_CHECKING:
+    from rag.embedding import Embedder
+
+@dataclass
+class Passage:
+    """A candidate quote: a sentence plus what it introduces, with its scores."""
+
+    evidence: Evidence
+    rank: int  # 0-based position of its evidence
+    sentence: Sentence
+    text: str  # the quote as the answer shows it
+    lines: tuple[int, int]  # file lines, inclusive
+    terms: set[str]
+    heading: str
+    dense: float = 0.0
+    lexical: float = 0.0
+    heading_match: float = 0.0
+    window_lexical: float = 0.0
+    kind_match: float = 0.0  # the quote holds the kind of thing the question asks for
+    score: float = 0.0
+    answer: float = 0.0  # score plus how much the quote itself reads as an answer (choose)
+    place: float = 1.0  # how much the retriever trusts its chunk, against the best (choose)
+    section: int = -1  # chunk line of the heading it sits under
+    window: list[Passage] = field(default_factory=list)  # what a quote of it runs on to
+    idf: dict[str, float] = field(default_factory=dict)  # question term weights (shared)
+    parts: list[float] = field(default_factory=list)  # how well it answers each part
+
+    @property
+    def words(self) -> int:
+        return len(self.text.split())
+
+
+_VECTORS: dict[tuple[str, str], np.ndarray] = {}  # (embedder, sentence) -> vector
+_VECTOR_CACHE = 50_000
+
+
+class PassageScorer:
+    """Scores evidence sentences against a question; sentence vectors are cached by text
+    (shared by every scorer in the process, so the abstention check and the answer that
+    follows embed each sentence once)."""
+
+    def __init__(self, embedder: Embedder | None = None) -> None:
+        self.embedder = embedder
+
+    def _embed(self, texts: Sequence[str]) -> np.ndarray:
+        assert self.embedder is not None
+        name = self.embedder.name
+        missing = list(dict.fromkeys(t for t in texts if (name, t) not in _VECTORS))
+        if missing:
+            if len(_VECTORS) + len(missing) > _VECTOR_CACHE:
+                _VECTORS.clear()
+            for text, vec in zip(missing, self.embedder.embed_batch(missing)):
+                _VECTORS[(name, text)] = vec
+        return np.stack([_VECTORS[(name, t)] for t in texts])
+
+    def passages(self, question: str, evidence: Sequence[Evidence]) -> list[Passage]:
+        """Every quotable passage of the evidence, scored, best first."""
+        found: list[Passage] = []
+        for rank, ev in enumerate(evidence):
+            chunk = ev.chunk
+            blocks = read_blocks(chunk.text, chunk.start_line == 1)
+            in_chunk: list[Passage] = []
+            for sentence in sentences(blocks):
+                attached = attachment(blocks, sentence)
+                text, last = quote(sentence, attached)
+                heading = " > ".join(h for h in (chunk.heading or "",
+                                                  blocks[sentence.block].heading) if h)
+                in_chunk.append(Passage(ev, rank, sentence, text,
+                                        (chunk.start_line + sentence.first,
+                                         chunk.start_line + last),
+                                        _terms(text), heading,
+                                        section=blocks[sentence.block].heading_line))
+            _link_windows(in_chunk)
+            found.extend(in_chunk)
+        query = query_terms(question)
+        if not found or not query:
+            return []
+        n = len(found)
+        df = Counter(t for p in found for t in set(p.terms) & set(query))
+        idf = {t: math.log(1 + (n - df[t] + 0.5) / (df[t] + 0.5)) for t in query}
+        total = sum(idf.values()) or 1.0
+        weights = {t: w / total for t, w in idf.items()}
+        for p in found:
+            p.idf = weights
+            p.lexical = sum(idf[t] for t in query if t in p.terms) / total
+            window_terms = set().union(*(w.terms for w in p.window)) | p.terms
+            p.window_lexical = sum(idf[t] for t in query if t in window_terms) / total
+            head = _terms(p.heading)
+            p.heading_match = sum(idf[t] for t in query if t in head) / total
+        wants = answer_kinds(question)
+        asked = set(tokens(question))
+        for p in found:
+            lexical = (1 - WINDOW_SHARE) * p.lexical + WINDOW_SHARE * p.window_lexical
+            p.kind_match = float(bool(wants) and _has_kind(p, wants, asked))
+            p.score = (W_LEXICAL * lexical + W_HEADING * p.heading_match
+                       + W_KIND * p.kind_match) / (1 + RANK_PRIOR * p.rank)
+        if self.embedder is not None:
+            # Only the lexically likeliest sentences are embedded: a sentence sharing no
+            # word and no heading with the question rarely answers it, and embedding every
+            # sentence of eight chunks costs more than the whole search.
+            found.sort(key=lambda p: -p.score)
+            head = found[:EMBED_TOP]
+            vectors = self._embed([question] + [p.sentence.text for p in head])
+            for p, sim in zip(head, vectors[1:] @ vectors[0]):
+                p.dense = float(sim)
+                p.score += W_DENSE * p.dense / (1 + RANK_PRIOR * p.rank)
+        top = max(e.hit.score for e in evidence) or 1.0
+        for p in found:
+            p.answer = p.score + answer_bonus(p, wants, asked)
+            p.place = place_prior(p.evidence, top)
+        for part in question_parts(question):
+            self._score_part(part, found, weights, asked)
+        found.sort(key=lambda p: (-p.score, p.rank, p.lines[0]))
+        return found
+
+
+    def _score_part(self, part: Part, found: Sequence[Passage], idf: dict[str, float],
+                    asked: set[str]) -> None:
+        """How well each passage answers one part of a question: the share of the part's
+        words it holds (idf-weighted, heading included), plus its cosine with the part for
+        the likeliest ones, plus a bonus when it holds the kind of thing the part asks for."""
+        kinds = part.kinds - {"code"}  # "how do I" is the whole question's kind
+        scores = []
+        for p in found:
+            score = share(part.terms, p.terms | _terms(p.heading), idf)
+            if kinds and _has_kind(p, kinds, asked, own=True):
+                score += W_PART_KIND
+            scores.append(score)
+        if self.embedder is not None:
+            order = sorted(range(len(found)), key=lambda i: -scores[i])[:PART_EMBED_TOP]
+            vectors = self._embed([part.text] + [found[i].sentence.text for i in order])
+            for i, sim in zip(order, vectors[1:] @ vectors[0]):
+                scores[i] += float(sim)
+        for p, score in zip(found, scores):
+            p.parts.append(score)
+
+
+EMBED_TOP = 12  # sentences embedded per question
+WINDOW_WORDS = 70  # a quote runs on from its best sentence up to this many words
+WINDOW_SHARE = 0.3  # weight of the whole window's word overlap against the sentence's
+
+
+def _link_windows(in_chunk: Sequence[Passage]) -> None:
+    """Give each passage the sentences that follow it in its section, up to WINDOW_WORDS."""
+    for i, p in enumerate(in_chunk):
+        words, prev = p.words, p
+        for q in in_chunk[i + 1:]:
+            # The next sentence of one paragraph may share the line the last one ended on.
+            follows = q.lines[0] > prev.lines[1] or (
+                q.sentence.block == prev.sentence.block and prev.text == prev.sentence.text)
+            if q.section != p.section or not follows or words + q.words > WINDOW_WORDS:
+                break
+            p.window.append(q)
+            words, prev = words + q.words, q
+
+
+W_DENSE, W_LEXICAL, W_HEADING, W_KIND = 0.3, 0.35, 0.35, 0.1
+PLACE_POWER = 1.0  # how strongly the retriever's score of a chunk weighs in the first quote
+CHANGELOG_PRIOR = 0.8  # a changelog entry says when something changed; a page says how
+_CHANGELOG = re.compile(r"(?i)^(?:change-?log|changes|release-?notes|releases|history|news)"
+                        r"(?:\.\w+)?$")
+
+
+def place_prior(ev: Evidence, top: float) -> float:
+    """How far to trust a quote's place: its chunk's retrieval score against the best
+    evidence's (search ranks whole sections better than one sentence's words do), less
+    for a changelog, whose entries share a feature's words without explaining it."""
+    prior = max(ev.hit.score / top, 1e-6) ** PLACE_POWER if top > 0 else 1.0
+    if _CHANGELOG.match(ev.chunk.source_path.rsplit("/", 1)[-1]):
+        prior *= CHANGELOG_PRIOR
+    return prior
+
+# --- whether a passage holds the kind of answer asked for -------------------------------------
+
+_CODE_SPAN = re.compile(r"`([^`]+)`")
+_REASON = re.compile(r"(?i)\b(?:because|so\s+that|otherwise|to\s+avoid|in\s+order\s+to|"
+                     r"that\s+way|this\s+way|which\s+means|as\s+a\s+result|since)\b")
+_NUMBER = re.compile(r"\b\d+(?:\.\d+)*\b")
+
+
+def _has_kind(p: Passage, wants: frozenset[str], asked: set[str], own: bool = False) -> bool:
+    """Whether the quote (run on through its window, unless own) holds something of a
+    wanted kind that the question did not already say."""
+    text = p.text if own else " ".join([p.text, *(w.text for w in p.window)])
+    if "code" in wants and ("\n" in text or any(
+            not set(tokens(span)) <= asked for span in _CODE_SPAN.findall(text))):
+        return True
+    if "number" in wants and any(n not in asked for n in _NUMBER.findall(text)):
+        return True
+    if "version" in wants and any(f not in asked for f in FACT.findall(text + p.heading)):
+        return True
+    return "reason" in wants and bool(_REASON.search(text))
+
+
+RANK_PRIOR = 0.05
+
+# A sentence that tells the reader what to do ("you can set `x`", "use `y`") answers a
+# how-question; one that only restates the problem, or asks a question, does not.
+_DIRECTIVE = re.compile(
+    r"(?i)\byou\s+(?:can|could|need\s+to|should|shouldn't|must|have\s+to|only\s+need)\b"
+    r"|(?:^|[.:]\s+)(?:use|set|pass|declare|add|import|call|run|install|create)\s"
+    r"|\bby\s+(?:setting|passing|using|adding|declaring|calling)\b")
+W_OWN_KIND = 0.06  # the sentence (with what it introduces) holds the kind asked for
+W_DIRECTIVE = 0.04  # the sentence says what to do, for a question asking how
+
+
+def answer_bonus(p: Passage, wants: frozenset[str], asked: set[str]) -> float:
+    """How much more a passage reads as an answer than its match score says: it holds,
+    itself rather than the sentences after it, the kind of thing the question asks for."""
+    if p.sentence.text.endswith("?"):
+        return -W_OWN_KIND
+    bonus = 0.0
+    if wants and _has_kind(p, wants, asked, own=True):
+        bonus += W_OWN_KIND
+    if "code" in wants and _DIRECTIVE.search(p.sentence.text):
+        bonus += W_DIRECTIVE
+    return bonus / (1 + RANK_PRIOR * p.rank)
+
+
+W_PART_KIND = 0.3  # a part's match gains this when it holds the kind of thing the part asks
+PART_EMBED_TOP = 16  # sentences embedded per part
+
+
+def share(terms: Sequence[str], have: set[str], idf: dict[str, float]) -> float:
+    """The idf-weighted share of ``terms`` that ``have`` holds."""
+    total = sum(idf.get(t, 0.0) for t in terms)
+    return sum(idf.get(t, 0.0) for t in terms if t in have) / total if total else 0.0
