@@ -26,6 +26,11 @@ _MARKUP_LINE = re.compile(
 )
 _INLINE_SHORTCODE = re.compile(r"\{\{[<%]|[%>]\}\}")
 _HTML_TAG = re.compile(r"</?[A-Za-z][\w-]*(?:\s[^<>]*)?/?>")
+# Blockquote markers ("> ", "> > ") and GitHub/Hugo alert markers ("[!NOTE]") show no text.
+_QUOTE_PREFIX = re.compile(r"^[ \t]{0,3}>(?:[ \t]?>)*[ \t]?")
+_ALERT = re.compile(r"^\[![A-Za-z]+\][+-]?[ \t]*")
+# Inline links show their text: [text](url), [text][ref], [text][] and Hugo's [term](g).
+_INLINE_LINK = re.compile(r"(?<![!\\])\[([^\[\]\n]+)\](?:\([^()\s]*(?:\s+\"[^\"]*\")?\)|\[[^\[\]\n]*\])")
 # Paragraphs that carry evidence-block markup or speak to the assistant are never quoted.
 _MARKUP = re.compile(r"(?i)^(?:evidence\s+e\d+\b|(?:source|lines|heading|content)\s*:)"
                      r"|<\s*/?\s*untrusted|<!--")
@@ -38,6 +43,7 @@ _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9`\"'(\[*_])")
 _COMPLETE = re.compile(r"[.!?:;)\]\"'`*]$")
 FACT = re.compile(r"\b(?:v?\d+\.\d+(?:\.\d+)?|\d{4}-\d{2}-\d{2})\b")
 MIN_WORDS = 4
+FACT_WORD = re.compile(r"\d|`[^`]+`")  # a number or a code word: a short sentence's fact
 
 
 def is_markup_line(line: str) -> bool:
@@ -49,6 +55,19 @@ def is_markup_line(line: str) -> bool:
 def clean_inline(text: str) -> str:
     """Text with inline HTML tags removed (console blocks colour their output with them)."""
     return _HTML_TAG.sub("", text) if "<" in text else text
+
+
+def show_links(text: str) -> str:
+    """Prose with inline links shown as their text, as the rendered page shows them."""
+    return _INLINE_LINK.sub(r"\1", text) if "](" in text or "][" in text else text
+
+
+def _unquote(line: str) -> str:
+    """A line without its blockquote markers and a leading alert marker ("[!NOTE]")."""
+    if ">" not in line[:4] or not _QUOTE_PREFIX.match(line):
+        return line
+    rest = _QUOTE_PREFIX.sub("", line, count=1)
+    return _ALERT.sub("", rest, count=1)
 
 
 @dataclass(frozen=True)
@@ -72,7 +91,7 @@ def _safe(lines: Sequence[str]) -> bool:
 
 def read_blocks(text: str, first_line_is_file_start: bool = False) -> list[Block]:
     """Blocks of a chunk's Markdown in order; markup lines and headings are not blocks."""
-    raw = text.split("\n")
+    raw = [_unquote(line) for line in text.split("\n")]
     blocks: list[Block] = []
     stack: list[tuple[int, str, int]] = []  # (level, text, line) of the open headings
     heading, heading_line, fact_line = "", -1, -1
@@ -158,7 +177,8 @@ def sentences(blocks: Sequence[Block]) -> list[Sentence]:
         if block.kind == "code":
             continue
         if block.kind != "prose":
-            text = clean_inline(_BULLET.sub("", block.lines[0]) + " " + " ".join(block.lines[1:]))
+            text = show_links(clean_inline(
+                _BULLET.sub("", block.lines[0]) + " " + " ".join(block.lines[1:])))
             if block.kind == "row":
                 cells = [c.strip() for c in block.lines[0].strip("|").split("|")]
                 text = "; ".join(c for c in cells if c)
@@ -172,16 +192,27 @@ def sentences(blocks: Sequence[Block]) -> list[Sentence]:
             joined += line + " "
         pos = 0
         parts = _SENTENCE_END.split(joined.strip())
+        kept_previous = False  # whether the part before this one was kept
         for n, part in enumerate(parts):
             at = joined.find(part, pos)
             pos = at + len(part)
             first = block.first + max(k for k, s in enumerate(starts) if s <= at)
             last = block.first + max(k for k, s in enumerate(starts) if s < pos)
-            text = clean_inline(part.strip())
+            text = show_links(clean_inline(part.strip()))
+            ends = n == len(parts) - 1
+            if (kept_previous and len(text.split()) < MIN_WORDS and FACT_WORD.search(text)
+                    and _COMPLETE.search(text) and not text[:1].islower()):
+                # "Default is `75`." is too short to quote alone, but it completes the
+                # sentence before it: quote it with that one.
+                prev = out[-1]
+                out[-1] = Sentence(f"{prev.text} {text}", prev.first, last, b_index, ends)
+                continue
+            kept_previous = False
             if (len(text.split()) < MIN_WORDS or not _COMPLETE.search(text)
                     or text[:1].islower() or text.startswith(("...", "…"))):
                 continue  # a fragment, or a sentence cut short
-            out.append(Sentence(text, first, last, b_index, n == len(parts) - 1))
+            out.append(Sentence(text, first, last, b_index, ends))
+            kept_previous = True
     return out
 
 
@@ -240,7 +271,7 @@ def quote(sentence: Sentence, attached: list[tuple[Block, int]]) -> tuple[str, i
             if kept >= len(block.lines):
                 last = block.last
         else:
-            parts.append(" ".join(block.lines))
+            parts.append(show_links(" ".join(block.lines)))
             last = block.last
     return "\n".join(parts), last
 
