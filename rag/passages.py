@@ -43,6 +43,7 @@ _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9`\"'(\[*_])")
 _COMPLETE = re.compile(r"[.!?:;)\]\"'`*]$")
 FACT = re.compile(r"\b(?:v?\d+\.\d+(?:\.\d+)?|\d{4}-\d{2}-\d{2})\b")
 MIN_WORDS = 4
+_DELIMITER_ROW = re.compile(r"\|?[ \t]*:?-+:?[ \t]*(?:\|[ \t]*:?-+:?[ \t]*)+\|?")
 FACT_WORD = re.compile(r"\d|`[^`]+`")  # a number or a code word: a short sentence's fact
 
 
@@ -89,9 +90,24 @@ def _safe(lines: Sequence[str]) -> bool:
         text) and not _INLINE_SHORTCODE.search(text)
 
 
+def _table_rows(raw: Sequence[str]) -> set[int]:
+    """Lines of pipe tables written without a leading "|" (``a|b`` over ``:--|:-:``)."""
+    rows: set[int] = set()
+    for d, line in enumerate(raw):
+        if d == 0 or "|" not in line or not _DELIMITER_ROW.match(line.strip()) \
+                or "|" not in raw[d - 1]:
+            continue
+        j = d - 1
+        while j < len(raw) and "|" in raw[j] and raw[j].strip():
+            rows.add(j)
+            j += 1
+    return rows
+
+
 def read_blocks(text: str, first_line_is_file_start: bool = False) -> list[Block]:
     """Blocks of a chunk's Markdown in order; markup lines and headings are not blocks."""
     raw = [_unquote(line) for line in text.split("\n")]
+    rows = _table_rows(raw)
     blocks: list[Block] = []
     stack: list[tuple[int, str, int]] = []  # (level, text, line) of the open headings
     heading, heading_line, fact_line = "", -1, -1
@@ -136,7 +152,7 @@ def read_blocks(text: str, first_line_is_file_start: bool = False) -> list[Block
             fact_line = max((h[2] for h in stack if FACT.search(h[1])), default=-1)
         elif not line or set(line) <= set("-=*_") or is_markup_line(line):
             flush()
-        elif line.startswith("|"):
+        elif line.startswith("|") or i in rows:
             flush()
             cells = [c.strip() for c in line.strip("|").split("|")]
             if not all(set(c) <= set(":- ") for c in cells):
@@ -180,8 +196,7 @@ def sentences(blocks: Sequence[Block]) -> list[Sentence]:
             text = show_links(clean_inline(
                 _BULLET.sub("", block.lines[0]) + " " + " ".join(block.lines[1:])))
             if block.kind == "row":
-                cells = [c.strip() for c in block.lines[0].strip("|").split("|")]
-                text = "; ".join(c for c in cells if c)
+                text = _row_text(block.lines[0])
             if len(text.split()) >= MIN_WORDS - 1:
                 out.append(Sentence(text.strip(), block.first, block.last, b_index, True))
             continue
@@ -225,7 +240,8 @@ CODE_WORDS = 60  # a code block or list longer than this is quoted up to here
 def attachment(blocks: Sequence[Block], sentence: Sentence) -> list[tuple[Block, int]]:
     """What a sentence ending in ':' introduces: the next code block, list or table (or a
     prose lead-in ending in ':' plus what that introduces), as (block, lines kept)."""
-    if not sentence.ends_block or not sentence.text.endswith(":"):
+    if not sentence.ends_block or not sentence.text.endswith(":") \
+            or blocks[sentence.block].kind == "row":  # ":x:" ends a row, introduces nothing
         return []
     out: list[tuple[Block, int]] = []
     j = sentence.block + 1
@@ -255,6 +271,12 @@ def attachment(blocks: Sequence[Block], sentence: Sentence) -> list[tuple[Block,
         out.append((block, len(block.lines)))
         j += 1
     return out
+
+
+def _row_text(line: str) -> str:
+    """A table row as its cells joined by "; " (links shown as their text)."""
+    cells = [c.strip() for c in line.strip().strip("|").split("|")]
+    return show_links(clean_inline("; ".join(c for c in cells if c)))
 
 
 def quote(sentence: Sentence, attached: list[tuple[Block, int]]) -> tuple[str, int]:

@@ -48,3 +48,24 @@ def test_inline_links_show_their_text() -> None:
                             "guide about context.")
     assert sentences[1] == "See hugo mod clean for the cache."
     assert sentences[2] == "An image ![logo](logo.png) keeps its markup."
+
+
+def test_a_table_without_leading_pipes_is_read_as_rows() -> None:
+    text = ("Use the standard edition unless you need more.\n\n"
+            "Feature|standard|extended\n:--|:-:|:-:\nCore features|yes|yes\n"
+            "LibSass support|no|yes\n\nThe shell pipe in a | b stays prose here.\n")
+    sentences = split_sentences(text)
+    assert "LibSass support; no; yes" in sentences
+    assert not any(":--" in s or "|" in s.replace("a | b", "") for s in sentences)
+    assert "The shell pipe in a | b stays prose here." in sentences
+
+
+def test_a_row_ending_in_an_emoji_code_introduces_nothing() -> None:
+    text = ("## Editions\n\nUse the standard edition unless you need more features.\n\n"
+            "Feature|standard|extended\n:--|:-:|:-:\n"
+            "Core features|:heavy_check_mark:|:heavy_check_mark:\n"
+            "LibSass support|:x:|:heavy_check_mark:\n")
+    shown = [evidence("E1", text, path="installation/editions.md")]
+    statements, _ = answer("Which features does each edition have?", shown, FakeEmbedder())
+    quoted = " ".join(s for s, _ in statements)
+    assert quoted and "|" not in quoted  # no raw rows run on after a row's ":x:" ending
