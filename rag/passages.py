@@ -26,6 +26,11 @@ _MARKUP_LINE = re.compile(
 )
 _INLINE_SHORTCODE = re.compile(r"\{\{[<%]|[%>]\}\}")
 _HTML_TAG = re.compile(r"</?[A-Za-z][\w-]*(?:\s[^<>]*)?/?>")
+# Blockquote markers ("> ", "> > ") and GitHub/Hugo alert markers ("[!NOTE]") show no text.
+_QUOTE_PREFIX = re.compile(r"^[ \t]{0,3}>(?:[ \t]?>)*[ \t]?")
+_ALERT = re.compile(r"^\[![A-Za-z]+\][+-]?[ \t]*")
+# Inline links show their text: [text](url), [text][ref], [text][] and Hugo's [term](g).
+_INLINE_LINK = re.compile(r"(?<![!\\])\[([^\[\]\n]+)\](?:\([^()\s]*(?:\s+\"[^\"]*\")?\)|\[[^\[\]\n]*\])")
 # Paragraphs that carry evidence-block markup or speak to the assistant are never quoted.
 _MARKUP = re.compile(r"(?i)^(?:evidence\s+e\d+\b|(?:source|lines|heading|content)\s*:)"
                      r"|<\s*/?\s*untrusted|<!--")
@@ -38,6 +43,8 @@ _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9`\"'(\[*_])")
 _COMPLETE = re.compile(r"[.!?:;)\]\"'`*]$")
 FACT = re.compile(r"\b(?:v?\d+\.\d+(?:\.\d+)?|\d{4}-\d{2}-\d{2})\b")
 MIN_WORDS = 4
+_DELIMITER_ROW = re.compile(r"\|?[ \t]*:?-+:?[ \t]*(?:\|[ \t]*:?-+:?[ \t]*)+\|?")
+FACT_WORD = re.compile(r"\d|`[^`]+`")  # a number or a code word: a short sentence's fact
 
 
 def is_markup_line(line: str) -> bool:
@@ -49,6 +56,19 @@ def is_markup_line(line: str) -> bool:
 def clean_inline(text: str) -> str:
     """Text with inline HTML tags removed (console blocks colour their output with them)."""
     return _HTML_TAG.sub("", text) if "<" in text else text
+
+
+def show_links(text: str) -> str:
+    """Prose with inline links shown as their text, as the rendered page shows them."""
+    return _INLINE_LINK.sub(r"\1", text) if "](" in text or "][" in text else text
+
+
+def _unquote(line: str) -> str:
+    """A line without its blockquote markers and a leading alert marker ("[!NOTE]")."""
+    if ">" not in line[:4] or not _QUOTE_PREFIX.match(line):
+        return line
+    rest = _QUOTE_PREFIX.sub("", line, count=1)
+    return _ALERT.sub("", rest, count=1)
 
 
 @dataclass(frozen=True)
@@ -70,9 +90,24 @@ def _safe(lines: Sequence[str]) -> bool:
         text) and not _INLINE_SHORTCODE.search(text)
 
 
+def _table_rows(raw: Sequence[str]) -> set[int]:
+    """Lines of pipe tables written without a leading "|" (``a|b`` over ``:--|:-:``)."""
+    rows: set[int] = set()
+    for d, line in enumerate(raw):
+        if d == 0 or "|" not in line or not _DELIMITER_ROW.match(line.strip()) \
+                or "|" not in raw[d - 1]:
+            continue
+        j = d - 1
+        while j < len(raw) and "|" in raw[j] and raw[j].strip():
+            rows.add(j)
+            j += 1
+    return rows
+
+
 def read_blocks(text: str, first_line_is_file_start: bool = False) -> list[Block]:
     """Blocks of a chunk's Markdown in order; markup lines and headings are not blocks."""
-    raw = text.split("\n")
+    raw = [_unquote(line) for line in text.split("\n")]
+    rows = _table_rows(raw)
     blocks: list[Block] = []
     stack: list[tuple[int, str, int]] = []  # (level, text, line) of the open headings
     heading, heading_line, fact_line = "", -1, -1
@@ -117,7 +152,7 @@ def read_blocks(text: str, first_line_is_file_start: bool = False) -> list[Block
             fact_line = max((h[2] for h in stack if FACT.search(h[1])), default=-1)
         elif not line or set(line) <= set("-=*_") or is_markup_line(line):
             flush()
-        elif line.startswith("|"):
+        elif line.startswith("|") or i in rows:
             flush()
             cells = [c.strip() for c in line.strip("|").split("|")]
             if not all(set(c) <= set(":- ") for c in cells):
@@ -158,10 +193,10 @@ def sentences(blocks: Sequence[Block]) -> list[Sentence]:
         if block.kind == "code":
             continue
         if block.kind != "prose":
-            text = clean_inline(_BULLET.sub("", block.lines[0]) + " " + " ".join(block.lines[1:]))
+            text = show_links(clean_inline(
+                _BULLET.sub("", block.lines[0]) + " " + " ".join(block.lines[1:])))
             if block.kind == "row":
-                cells = [c.strip() for c in block.lines[0].strip("|").split("|")]
-                text = "; ".join(c for c in cells if c)
+                text = _row_text(block.lines[0])
             if len(text.split()) >= MIN_WORDS - 1:
                 out.append(Sentence(text.strip(), block.first, block.last, b_index, True))
             continue
@@ -172,16 +207,27 @@ def sentences(blocks: Sequence[Block]) -> list[Sentence]:
             joined += line + " "
         pos = 0
         parts = _SENTENCE_END.split(joined.strip())
+        kept_previous = False  # whether the part before this one was kept
         for n, part in enumerate(parts):
             at = joined.find(part, pos)
             pos = at + len(part)
             first = block.first + max(k for k, s in enumerate(starts) if s <= at)
             last = block.first + max(k for k, s in enumerate(starts) if s < pos)
-            text = clean_inline(part.strip())
+            text = show_links(clean_inline(part.strip()))
+            ends = n == len(parts) - 1
+            if (kept_previous and len(text.split()) < MIN_WORDS and FACT_WORD.search(text)
+                    and _COMPLETE.search(text) and not text[:1].islower()):
+                # "Default is `75`." is too short to quote alone, but it completes the
+                # sentence before it: quote it with that one.
+                prev = out[-1]
+                out[-1] = Sentence(f"{prev.text} {text}", prev.first, last, b_index, ends)
+                continue
+            kept_previous = False
             if (len(text.split()) < MIN_WORDS or not _COMPLETE.search(text)
                     or text[:1].islower() or text.startswith(("...", "…"))):
                 continue  # a fragment, or a sentence cut short
-            out.append(Sentence(text, first, last, b_index, n == len(parts) - 1))
+            out.append(Sentence(text, first, last, b_index, ends))
+            kept_previous = True
     return out
 
 
@@ -194,7 +240,8 @@ CODE_WORDS = 60  # a code block or list longer than this is quoted up to here
 def attachment(blocks: Sequence[Block], sentence: Sentence) -> list[tuple[Block, int]]:
     """What a sentence ending in ':' introduces: the next code block, list or table (or a
     prose lead-in ending in ':' plus what that introduces), as (block, lines kept)."""
-    if not sentence.ends_block or not sentence.text.endswith(":"):
+    if not sentence.ends_block or not sentence.text.endswith(":") \
+            or blocks[sentence.block].kind == "row":  # ":x:" ends a row, introduces nothing
         return []
     out: list[tuple[Block, int]] = []
     j = sentence.block + 1
@@ -226,6 +273,12 @@ def attachment(blocks: Sequence[Block], sentence: Sentence) -> list[tuple[Block,
     return out
 
 
+def _row_text(line: str) -> str:
+    """A table row as its cells joined by "; " (links shown as their text)."""
+    cells = [c.strip() for c in line.strip().strip("|").split("|")]
+    return show_links(clean_inline("; ".join(c for c in cells if c)))
+
+
 def quote(sentence: Sentence, attached: list[tuple[Block, int]]) -> tuple[str, int]:
     """The quote text and its last chunk line."""
     parts = [sentence.text]
@@ -240,7 +293,7 @@ def quote(sentence: Sentence, attached: list[tuple[Block, int]]) -> tuple[str, i
             if kept >= len(block.lines):
                 last = block.last
         else:
-            parts.append(" ".join(block.lines))
+            parts.append(show_links(" ".join(block.lines)))
             last = block.last
     return "\n".join(parts), last
 

@@ -1,0 +1,71 @@
+"""Quoted text reads like the rendered page: short closing facts, blockquotes, links."""
+
+from __future__ import annotations
+
+from rag.embedding import FakeEmbedder
+from rag.passages import split_sentences
+from tests.test_extractive import answer, evidence, lines_of
+
+SETTING = ("## JPEG\n\n"
+           "`quality`\n"
+           ": (`int`) The visual fidelity. Expressed as a whole number from `1` to `100`, "
+           "inclusive. Lower numbers prioritize smaller file size. Default is `75`.\n")
+
+
+def test_a_short_closing_fact_stays_with_the_sentence_before_it() -> None:
+    sentences = split_sentences(SETTING)
+    assert "Lower numbers prioritize smaller file size. Default is `75`." in sentences
+    assert "Default is `75`." not in sentences  # never quoted on its own
+
+
+def test_the_default_of_a_setting_is_part_of_the_answer() -> None:
+    shown = [evidence("E1", SETTING, path="configuration/imaging.md", start=90)]
+    statements, quotes = answer("What is the default JPEG quality?", shown, FakeEmbedder())
+    assert statements and "Default is `75`" in " ".join(s for s, _ in statements)
+    assert "Default is `75`." in lines_of(shown[0], quotes[-1])
+
+
+def test_a_short_fragment_without_a_fact_is_still_dropped() -> None:
+    assert split_sentences("The server starts on its own when asked. See below.") == [
+        "The server starts on its own when asked."]
+
+
+def test_blockquote_and_alert_markers_are_not_quoted() -> None:
+    text = ("> [!NOTE]\n> To override the embedded `details` shortcode, copy the source "
+            "code to a file.\n>\n> > Nested quotes keep their words as well.\n")
+    sentences = split_sentences(text)
+    assert sentences == [("To override the embedded `details` shortcode, copy the source code "
+                          "to a file."), "Nested quotes keep their words as well."]
+
+
+def test_inline_links_show_their_text() -> None:
+    text = ("To build from source you must install [Git][] and [Go](https://go.dev \"Go\"), "
+            "then read the [guide][install] about [context](g).\n\n"
+            "- See [hugo mod clean](/commands/hugo_mod_clean/) for the cache.\n\n"
+            "An image ![logo](logo.png) keeps its markup.\n")
+    sentences = split_sentences(text)
+    assert sentences[0] == ("To build from source you must install Git and Go, then read the "
+                            "guide about context.")
+    assert sentences[1] == "See hugo mod clean for the cache."
+    assert sentences[2] == "An image ![logo](logo.png) keeps its markup."
+
+
+def test_a_table_without_leading_pipes_is_read_as_rows() -> None:
+    text = ("Use the standard edition unless you need more.\n\n"
+            "Feature|standard|extended\n:--|:-:|:-:\nCore features|yes|yes\n"
+            "LibSass support|no|yes\n\nThe shell pipe in a | b stays prose here.\n")
+    sentences = split_sentences(text)
+    assert "LibSass support; no; yes" in sentences
+    assert not any(":--" in s or "|" in s.replace("a | b", "") for s in sentences)
+    assert "The shell pipe in a | b stays prose here." in sentences
+
+
+def test_a_row_ending_in_an_emoji_code_introduces_nothing() -> None:
+    text = ("## Editions\n\nUse the standard edition unless you need more features.\n\n"
+            "Feature|standard|extended\n:--|:-:|:-:\n"
+            "Core features|:heavy_check_mark:|:heavy_check_mark:\n"
+            "LibSass support|:x:|:heavy_check_mark:\n")
+    shown = [evidence("E1", text, path="installation/editions.md")]
+    statements, _ = answer("Which features does each edition have?", shown, FakeEmbedder())
+    quoted = " ".join(s for s, _ in statements)
+    assert quoted and "|" not in quoted  # no raw rows run on after a row's ":x:" ending
