@@ -51,19 +51,21 @@ class Quote:
 def _with_heading_fact(p: Passage, question: str,
                        quote: tuple[str, tuple[int, int]] | None = None,
                        ) -> tuple[str, tuple[int, int]]:
-    """A version or date that lives only in the heading path is part of the answer."""
+    """A version or date that lives only in a heading above the quote, or in a version
+    marker ({{< new-in 0.140.0 >}}), is part of the answer to "since when"."""
     text, lines = quote or (p.text, p.lines)
-    if not asks_when(question):
-        return text, lines
-    facts = [seg for seg in p.heading.split(" > ") if FACT.search(seg)]
-    if not facts or FACT.search(text):
+    if not asks_when(question) or FACT.search(text):
         return text, lines
     chunk = p.evidence.chunk
-    blocks = read_blocks(chunk.text, chunk.start_line == 1)
-    block = blocks[p.sentence.block]
-    if block.fact_line >= 0 and p.sentence.first - block.fact_line <= HEADING_REACH:
+    block = read_blocks(chunk.text, chunk.start_line == 1)[p.sentence.block]
+    near = block.fact_line >= 0 and p.sentence.first - block.fact_line <= HEADING_REACH
+    facts = [seg for seg in p.heading.split(" > ") if FACT.search(seg)]
+    fact = block.fact if near and block.fact else (facts[-1] if facts else "")
+    if not fact:
+        return text, lines
+    if near:
         lines = (chunk.start_line + block.fact_line, lines[1])
-    return f"{facts[-1]}: {text}", lines
+    return f"{fact}: {text}", lines
 
 
 def _window_quote(p: Passage, limit: int = WINDOW_WORDS, stop: int = 0,

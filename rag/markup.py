@@ -13,7 +13,8 @@ What is removed (outside fenced code blocks unless said otherwise):
 * Hugo shortcodes ``{{< name args >}}``, ``{{% name %}}`` and their closing forms, also
   inside code blocks (Hugo expands them there too) and over several lines (up to
   ``SHORTCODE_MAX_LINES``). The escaped form ``{{</* x */>}}``, which Hugo renders as
-  the literal text ``{{< x >}}``, is shown that way.
+  the literal text ``{{< x >}}``, is shown that way. A version marker such as
+  ``{{< new-in 0.140.0 />}}`` is shown as its words, "New in 0.140.0", as Hugo shows a badge.
 * Admonition and block markers, keeping their titles: MkDocs ``!!! note "Title"`` and
   ``??? tip`` (their 4-space-indented content is shown dedented), pymdownx blocks
   ``/// note | Title`` ... ``///``, Docusaurus ``:::tip Title`` (or ``:::tip[Title]``)
@@ -48,6 +49,9 @@ _DOCUSAURUS = re.compile(r" {0,3}:{3,}(?:[\w-]+)?(.*)")
 _TAG = re.compile(r"</?[A-Za-z][\w.-]*(?:[ \t/][^<>]*)?>")  # not autolinks like <https://x>
 _MDX_STATEMENT = re.compile(r"(?:import|export)[ \t{*]")
 _CLOSERS = {"<": ">}}", "%": "%}}"}
+# A shortcode that marks when something arrived or went ({{< new-in 0.140.0 />}}): Hugo
+# renders it as a "New in v0.140.0" badge, so its words stay.
+_VERSION_MARKER = re.compile(r"\s*([A-Za-z][\w-]*)\s+[\"']?(v?\d+\.\d+(?:\.\d+)?)[\"']?\s*/?\s*")
 
 
 def _fence_run(line: str) -> str:
@@ -115,6 +119,8 @@ class _Scanner:
                 inner = line[start + 3:end]
                 if inner.startswith("/*") and inner.endswith("*/"):  # escaped: literal text
                     out.append("{{" + kind + inner[2:-2] + closer[:1] + "}}")
+                elif marker := _VERSION_MARKER.fullmatch(inner):  # a reader sees "New in 0.140.0"
+                    out.append(f"{marker[1].replace('-', ' ').capitalize()} {marker[2]}")
                 pos = end + 3
                 continue
             escaped = line.startswith("/*", start + 3)  # literal text, whatever its length

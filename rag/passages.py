@@ -25,6 +25,9 @@ _MARKUP_LINE = re.compile(
     r"|(?:</?[A-Za-z][\w-]*(?:\s[^<>]*)?/?>\s*)+)$"
 )
 _INLINE_SHORTCODE = re.compile(r"\{\{[<%]|[%>]\}\}")
+# A shortcode that marks when something arrived or went: {{< new-in 0.140.0 />}}.
+_VERSION_MARKER = re.compile(r"\{\{[<%]\s*([A-Za-z][\w-]*)\s+[\"']?(v?\d+\.\d+(?:\.\d+)?)[\"']?"
+                             r"\s*/?\s*[%>]\}\}")
 _HTML_TAG = re.compile(r"</?[A-Za-z][\w-]*(?:\s[^<>]*)?/?>")
 # Blockquote markers ("> ", "> > ") and GitHub/Hugo alert markers ("[!NOTE]") show no text.
 _QUOTE_PREFIX = re.compile(r"^[ \t]{0,3}>(?:[ \t]?>)*[ \t]?")
@@ -45,6 +48,14 @@ FACT = re.compile(r"\b(?:v?\d+\.\d+(?:\.\d+)?|\d{4}-\d{2}-\d{2})\b")
 MIN_WORDS = 4
 _DELIMITER_ROW = re.compile(r"\|?[ \t]*:?-+:?[ \t]*(?:\|[ \t]*:?-+:?[ \t]*)+\|?")
 FACT_WORD = re.compile(r"\d|`[^`]+`")  # a number or a code word: a short sentence's fact
+
+
+def version_marker(line: str) -> str:
+    """A version shortcode in the line as words ("New in 0.140.0"), or "" when none."""
+    match = _VERSION_MARKER.search(line)
+    if not match:
+        return ""
+    return f"{match.group(1).replace('-', ' ').replace('_', ' ').capitalize()} {match.group(2)}"
 
 
 def is_markup_line(line: str) -> bool:
@@ -81,7 +92,8 @@ class Block:
     lines: tuple[str, ...]
     heading: str  # the path of headings above it inside the chunk
     heading_line: int = -1  # 0-based chunk line of the nearest one; -1 when none
-    fact_line: int = -1  # chunk line of the nearest heading holding a version or date
+    fact_line: int = -1  # chunk line of the nearest heading or marker holding a version or date
+    fact: str = ""  # that heading, or the marker as words ("New in 0.140.0")
 
 
 def _safe(lines: Sequence[str]) -> bool:
@@ -110,7 +122,7 @@ def read_blocks(text: str, first_line_is_file_start: bool = False) -> list[Block
     rows = _table_rows(raw)
     blocks: list[Block] = []
     stack: list[tuple[int, str, int]] = []  # (level, text, line) of the open headings
-    heading, heading_line, fact_line = "", -1, -1
+    heading, heading_line, fact_line, fact = "", -1, -1, ""
     i = 0
     if first_line_is_file_start and raw and raw[0].strip() == "---":  # front matter
         end = next((j for j in range(1, len(raw)) if raw[j].strip() == "---"), None)
@@ -122,11 +134,17 @@ def read_blocks(text: str, first_line_is_file_start: bool = False) -> list[Block
             lines = tuple(raw[j].strip() for j in current)
             if _safe(lines):
                 blocks.append(Block(kind, current[0], current[-1], lines, heading, heading_line,
-                                    fact_line))
+                                    fact_line, fact))
             current.clear()
 
     while i < len(raw):
         line = raw[i].strip()
+        marker = version_marker(line) if "{{" in line else ""
+        if marker:  # when what follows arrived (or went) is a fact, as in a heading
+            fact_line, fact = i, marker
+            if not is_markup_line(line):  # inside a line it reads as its words
+                raw[i] = _VERSION_MARKER.sub(lambda m: version_marker(m[0]), raw[i])
+                line = raw[i].strip()
         fence = _FENCE.match(line)
         if fence:
             flush()
@@ -137,7 +155,7 @@ def read_blocks(text: str, first_line_is_file_start: bool = False) -> list[Block
             body = tuple(clean_inline(raw[k]).rstrip() for k in range(i + 1, min(j, len(raw))))
             if any(b.strip() for b in body) and _safe(body):
                 blocks.append(Block("code", i, min(j, len(raw) - 1), body, heading,
-                                    heading_line, fact_line))
+                                    heading_line, fact_line, fact))
             i = j + 1
             continue
         match = _HEADING.match(line)
@@ -149,7 +167,8 @@ def read_blocks(text: str, first_line_is_file_start: bool = False) -> list[Block
             stack = [h for h in stack if h[0] < level] + [
                 (level, _ANCHOR.sub("", match.group(1)).strip(), i)]
             heading, heading_line = " > ".join(h[1] for h in stack), i
-            fact_line = max((h[2] for h in stack if FACT.search(h[1])), default=-1)
+            fact_line, fact = max(((h[2], h[1]) for h in stack if FACT.search(h[1])),
+                                  default=(-1, ""))
         elif not line or set(line) <= set("-=*_") or is_markup_line(line):
             flush()
         elif line.startswith("|") or i in rows:

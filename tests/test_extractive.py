@@ -201,3 +201,14 @@ def test_a_quote_starts_where_its_short_section_states_the_point() -> None:
                                 shown, FakeEmbedder())
     assert statements[0][0].startswith("You shouldn't pin the parser yourself.")
     assert quotes[0][0] == 72
+
+
+def test_a_version_marker_answers_since_which_version() -> None:
+    text = ("{{< new-in 0.140.0 />}}\n\n"
+            "Use the details shortcode to insert an HTML details element into your content.")
+    shown = [evidence("E1", text, path="shortcodes/details.md", start=9,
+                      heading="Details shortcode")]
+    statements, quotes = answer("Since which version is the details shortcode available?",
+                                shown, FakeEmbedder())
+    assert statements[0][0].startswith("New in 0.140.0: Use the details shortcode")
+    assert quotes[0] == (9, 11)  # the marker's line is cited with the sentence

@@ -101,3 +101,10 @@ def test_pathological_markup_lines_are_handled() -> None:
     assert display_line("<a" * 20_000) == "<a" * 20_000
     assert display_line(f"!!! note{spaces}\"x") == f"!!! note{spaces}\"x"
     assert display_line("<!--" * 10_000) == ""
+
+
+def test_a_version_marker_shortcode_reads_as_its_words() -> None:
+    # Hugo renders {{< new-in X >}} as a "New in vX" badge: the version is what a reader sees.
+    assert display_lines(["{{< new-in 0.140.0 />}}", ": {{< deprecated-in v0.144.0 >}}",
+                          "{{< code-toggle file=hugo >}}"]) == [
+        "New in 0.140.0", ": Deprecated in v0.144.0", ""]
