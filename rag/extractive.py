@@ -9,7 +9,6 @@ it came from, so its citation is line-precise.
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -106,19 +105,24 @@ def _answer_to_part(index: int, part: Part, usable: Sequence[Passage],
 
 
 LEAD_WORDS = 30  # a section's opening this short before the best sentence is quoted too
+ENTRY_LEAD_WORDS = 60  # and a definition-list entry's (its term and first sentences)
 
 
 def _section_lead(best: Passage, passages: Sequence[Passage]) -> list[Passage]:
-    """The sentences that open the best passage's section before it, when the quote should
-    start there: docs state a section's point first ("You shouldn't pin starlette."), then
-    explain, so a best sentence a few words into its section is quoted from the start."""
-    before = sorted((p for p in passages if p.evidence is best.evidence
-                     and p.section == best.section and p.lines[1] < best.lines[0]),
-                    key=lambda p: p.lines[0])
-    if not before or before[0].section < 0 or sum(p.words for p in before) > LEAD_WORDS:
+    """The sentences that open the best passage's section (or its definition-list entry)
+    before it, when the quote should start there: docs state a section's point first
+    ("You shouldn't pin starlette."), then explain, so a best sentence a few words into its
+    section is quoted from the start; an entry's first sentence names what it defines."""
+    same = sorted((p for p in passages if p.evidence is best.evidence
+                   and p.section == best.section
+                   and (not best.entry or p.sentence.block == best.sentence.block)),
+                  key=lambda p: (p.lines[0], p.sentence.first))
+    before = [p for p in same if p is not best and best in p.window]  # run on into best
+    limit = ENTRY_LEAD_WORDS if best.entry else LEAD_WORDS
+    if not before or before[0] is not same[0] or (same[0].section < 0 and not best.entry) \
+            or sum(p.words for p in before) > limit:
         return []
-    run = [*before, best]
-    return before if all(b in a.window for a, b in itertools.pairwise(run)) else []
+    return before
 
 
 def choose(question: str, passages: Sequence[Passage]) -> list[Quote]:

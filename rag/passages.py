@@ -94,6 +94,7 @@ class Block:
     heading_line: int = -1  # 0-based chunk line of the nearest one; -1 when none
     fact_line: int = -1  # chunk line of the nearest heading or marker holding a version or date
     fact: str = ""  # that heading, or the marker as words ("New in 0.140.0")
+    entry: bool = False  # a definition-list entry: a term line, then ": definition" lines
 
 
 def _safe(lines: Sequence[str]) -> bool:
@@ -132,9 +133,11 @@ def read_blocks(text: str, first_line_is_file_start: bool = False) -> list[Block
     def flush(kind: str = "prose") -> None:
         if current:
             lines = tuple(raw[j].strip() for j in current)
+            entry = kind == "prose" and len(lines) > 1 and not lines[0].startswith(":") \
+                and lines[1].startswith(": ")
             if _safe(lines):
                 blocks.append(Block(kind, current[0], current[-1], lines, heading, heading_line,
-                                    fact_line, fact))
+                                    fact_line, fact, entry))
             current.clear()
 
     while i < len(raw):

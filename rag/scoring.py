@@ -52,6 +52,7 @@ class Passage:
     window: list[Passage] = field(default_factory=list)  # what a quote of it runs on to
     idf: dict[str, float] = field(default_factory=dict)  # question term weights (shared)
     parts: list[float] = field(default_factory=list)  # how well it answers each part
+    entry: bool = False  # it sits in a definition-list entry (`name` then ": what it is")
 
     @property
     def words(self) -> int:
@@ -97,7 +98,8 @@ class PassageScorer:
                                         (chunk.start_line + sentence.first,
                                          chunk.start_line + last),
                                         _terms(text), heading,
-                                        section=blocks[sentence.block].heading_line))
+                                        section=blocks[sentence.block].heading_line,
+                                        entry=blocks[sentence.block].entry))
             _link_windows(in_chunk)
             found.extend(in_chunk)
         query = query_terms(question)
@@ -176,8 +178,9 @@ def _link_windows(in_chunk: Sequence[Passage]) -> None:
             # The next sentence of one paragraph may share the line the last one ended on.
             follows = q.lines[0] > prev.lines[1] or (
                 q.sentence.block == prev.sentence.block and prev.text == prev.sentence.text)
-            if q.section != p.section or not follows or words + q.words > WINDOW_WORDS:
-                break
+            if q.section != p.section or not follows or words + q.words > WINDOW_WORDS \
+                    or (p.entry and q.sentence.block != p.sentence.block):
+                break  # an entry's quote ends with the entry, not in the next term's
             p.window.append(q)
             words, prev = words + q.words, q
 

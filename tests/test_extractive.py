@@ -212,3 +212,18 @@ def test_a_version_marker_answers_since_which_version() -> None:
                                 shown, FakeEmbedder())
     assert statements[0][0].startswith("New in 0.140.0: Use the details shortcode")
     assert quotes[0] == (9, 11)  # the marker's line is cited with the sentence
+
+
+def test_a_definition_list_entry_is_quoted_from_its_term_to_its_end() -> None:
+    # Settings pages written as `name` / ": what it is": the answer names its setting and
+    # does not run on into the next one.
+    text = ("## Settings\n\n`summaryLength`\n: (`int`) Applicable to automatic summaries, the "
+            "minimum number of words returned by the summary method. The summary is cut at "
+            "the paragraph closest to that length. Default is `70`.\n\n`taxonomies`\n"
+            ": (`map`) The taxonomies of the site, each with its plural name.")
+    shown = [evidence("E1", text, path="configuration/all.md", start=270)]
+    statements, quotes = answer("How long is the summary cut at paragraph length by default?",
+                                shown, FakeEmbedder())
+    quoted = statements[0][0]
+    assert quoted.startswith("`summaryLength` : (`int`)") and quoted.endswith("Default is `70`.")
+    assert "taxonomies" not in quoted and quotes[0] == (272, 273)
