@@ -259,11 +259,21 @@ MAX_ITEMS = 6
 CODE_WORDS = 60  # a code block or list longer than this is quoted up to here
 
 
+SHORT_CODE_LINES = 2  # a code block this short after a paragraph is quoted with it
+
+
 def attachment(blocks: Sequence[Block], sentence: Sentence) -> list[tuple[Block, int]]:
     """What a sentence ending in ':' introduces: the next code block, list or table (or a
     prose lead-in ending in ':' plus what that introduces), as (block, lines kept)."""
-    if not sentence.ends_block or not sentence.text.endswith(":") \
-            or blocks[sentence.block].kind == "row":  # ":x:" ends a row, introduces nothing
+    if not sentence.ends_block or blocks[sentence.block].kind == "row":
+        return []  # ":x:" ends a row, introduces nothing
+    if not sentence.text.endswith(":"):
+        # A paragraph followed at once by a short code block shows it ("Create a project.
+        # ```hugo new project [path]```"): a usage line, not an example to read on to.
+        nxt = blocks[sentence.block + 1] if sentence.block + 1 < len(blocks) else None
+        if nxt is not None and nxt.kind == "code" and nxt.first - blocks[sentence.block].last \
+                <= 2 and 0 < sum(bool(line.strip()) for line in nxt.lines) <= SHORT_CODE_LINES:
+            return [(nxt, len(nxt.lines))]
         return []
     out: list[tuple[Block, int]] = []
     j = sentence.block + 1

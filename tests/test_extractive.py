@@ -227,3 +227,13 @@ def test_a_definition_list_entry_is_quoted_from_its_term_to_its_end() -> None:
     quoted = statements[0][0]
     assert quoted.startswith("`summaryLength` : (`int`)") and quoted.endswith("Default is `70`.")
     assert "taxonomies" not in quoted and quotes[0] == (272, 273)
+
+
+def test_a_usage_line_in_a_short_code_block_is_quoted_with_its_paragraph() -> None:
+    text = ("## Synopsis\n\nCreate a new project at the specified path.\n\n```\n"
+            "tool new project [path] [flags]\n```\n\n## Options\n\nSee the flags below.")
+    shown = [evidence("E1", text, path="commands/tool_new_project.md", start=10)]
+    statements, quotes = answer("How do I create a new project?", shown, FakeEmbedder())
+    assert statements[0][0] == ("Create a new project at the specified path.\n"
+                                "tool new project [path] [flags]")
+    assert quotes[0] == (12, 16)
