@@ -17,7 +17,7 @@ from rag.passages import FACT, read_blocks, split_sentences
 from rag.questions import MAX_PARTS, Part, answer_kinds, asks_when, query_terms, question_parts
 from rag.questions import terms as _terms
 from rag.records import Evidence
-from rag.scoring import WINDOW_WORDS, Passage, PassageScorer, share
+from rag.scoring import WINDOW_WORDS, Passage, PassageScorer, is_changelog, share
 
 __all__ = ["ExtractiveGenerator", "PassageScorer", "answer_kinds", "choose", "split_sentences"]
 
@@ -136,6 +136,8 @@ def choose(question: str, passages: Sequence[Passage]) -> list[Quote]:
     # The first quote weighs where its chunk ranked; further ones only need to match.
     best = max(usable, key=lambda p: p.answer * p.place)
     usable.remove(best)
+    if not asks_when(question):  # a changelog entry adds to an answer only about versions
+        usable = [p for p in usable if not is_changelog(p.evidence.chunk.source_path)]
     usable.insert(0, best)
     lead = _section_lead(best, passages)
     chosen = [best]

@@ -24,7 +24,7 @@ from rag.questions import terms as _terms
 from rag.records import Evidence
 from rag.text import tokens
 
-__all__ = ["Passage", "PassageScorer", "answer_bonus", "place_prior", "share"]
+__all__ = ["Passage", "PassageScorer", "answer_bonus", "is_changelog", "place_prior", "share"]
 
 if TYPE_CHECKING:
     from rag.embedding import Embedder
@@ -192,12 +192,17 @@ _CHANGELOG = re.compile(r"(?i)^(?:change-?log|changes|release-?notes|releases|hi
                         r"(?:\.\w+)?$")
 
 
+def is_changelog(path: str) -> bool:
+    """A changelog or release notes, by its file name (CHANGELOG.md, release-notes.md...)."""
+    return bool(_CHANGELOG.match(path.rsplit("/", 1)[-1]))
+
+
 def place_prior(ev: Evidence, top: float) -> float:
     """How far to trust a quote's place: its chunk's retrieval score against the best
     evidence's (search ranks whole sections better than one sentence's words do), less
     for a changelog, whose entries share a feature's words without explaining it."""
     prior = max(ev.hit.score / top, 1e-6) ** PLACE_POWER if top > 0 else 1.0
-    if _CHANGELOG.match(ev.chunk.source_path.rsplit("/", 1)[-1]):
+    if is_changelog(ev.chunk.source_path):
         prior *= CHANGELOG_PRIOR
     return prior
 

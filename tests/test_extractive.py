@@ -237,3 +237,13 @@ def test_a_usage_line_in_a_short_code_block_is_quoted_with_its_paragraph() -> No
     assert statements[0][0] == ("Create a new project at the specified path.\n"
                                 "tool new project [path] [flags]")
     assert quotes[0] == (12, 16)
+
+
+def test_a_changelog_entry_is_not_added_to_an_answer_that_is_not_about_versions() -> None:
+    page = "To use the test client, first install the httpx package with pip."
+    entry = "Upgraded the test client dependencies: the package extras now install httpx and uvicorn."
+    shown = [evidence("E1", f"## Testing\n\n{page}", path="tutorial/testing.md", score=0.9),
+             evidence("E2", f"## 0.100.0\n\n* {entry}", path="release-notes.md", score=0.85)]
+    question = "Which package do I install to use the test client, and what extras does it need?"
+    statements, _ = answer(question, shown, FakeEmbedder())
+    assert statements == [(page, ["E1"])]
