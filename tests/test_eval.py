@@ -144,7 +144,8 @@ def test_quick_start_question_is_answered_from_the_reindexing_guide(tmp_path: Pa
     guide = (REPO / "corpus" / "guide" / "reindexing.md").read_text(encoding="utf-8").split("\n")
     start, end = next((s, e) for p, s, e in cited if p == "guide/reindexing.md")
     assert guide[start - 1].startswith("Run `rag index` on the same folder again")
-    quoted = " ".join(line.strip() for line in guide[start - 1:end])
+    quoted = " ".join(line.strip() for line in guide[start - 1:end]
+                      if line.strip() and not line.strip().startswith("```"))  # no fences
     assert quoted in " ".join(answer["answer"].split())
     plain = runner.invoke(app, ["ask", "How do I re-index after editing the docs?",
                                 "--generator", "extractive", "--index", str(index)])
