@@ -39,7 +39,10 @@ def check_inside(path: Path, root: Path, what: str) -> Path:
     caught too. ``what`` names the path for the message ("cited file", "eval source").
     """
     real_root = root.resolve()
-    real = path.resolve()
+    try:
+        real = path.resolve()
+    except (ValueError, OSError) as exc:  # a NUL byte, a symlink loop
+        raise AccessError(f"{what} {str(path)!r} cannot be opened: {exc}") from None
     if not is_inside(real, real_root):
         raise AccessError(f"{what} {path} is outside {root}")
     return real
@@ -48,7 +51,8 @@ def check_inside(path: Path, root: Path, what: str) -> Path:
 def check_relative(path: str, what: str = "path") -> str:
     """A docs-relative posix path, or AccessError for anything that could leave the root."""
     posix = PurePosixPath(path.replace("\\", "/"))
-    if posix.is_absolute() or ".." in posix.parts or not posix.parts or path.strip() != path:
+    if posix.is_absolute() or ".." in posix.parts or not posix.parts or path.strip() != path \
+            or any(ord(c) < 32 for c in path):  # a NUL byte or a line break is no file name
         raise AccessError(f"{what} {path!r} is outside the docs folder")
     return str(posix)
 

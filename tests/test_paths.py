@@ -63,11 +63,18 @@ def test_check_inside_sees_through_a_symlink(tmp_path):
         check_inside(docs / "innocent.md", docs, "cited file")
 
 
-@pytest.mark.parametrize("rel", ["../../etc/passwd", "/etc/passwd", "a/../../b.md", "", " a.md"])
+@pytest.mark.parametrize("rel", ["../../etc/passwd", "/etc/passwd", "a/../../b.md", "", " a.md",
+                                 "a\x00.md", "a\nb.md"])
 def test_check_relative_rejects_escapes(rel):
     with pytest.raises(AccessError) as err:
         check_relative(rel, "expected source")
     assert one_line(str(err.value)) and "outside the docs folder" in str(err.value)
+
+
+def test_check_inside_turns_an_unresolvable_path_into_an_access_error(tmp_path):
+    with pytest.raises(AccessError) as err:
+        check_inside(tmp_path / "a\x00.md", tmp_path, "cited file")
+    assert one_line(str(err.value))
 
 
 def test_check_relative_keeps_ordinary_paths():

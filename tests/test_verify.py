@@ -192,3 +192,13 @@ def test_http_verify_refuses_what_is_not_an_answer(client: TestClient):
     assert resp.status_code == 422 and "no `citations` list" in resp.json()["error"]
     resp = client.post("/verify", json={"answer": {"citations": [{"label": "E1"}]}})
     assert resp.status_code == 422 and "lacks source_path" in resp.json()["error"]
+
+
+def test_http_verify_answers_a_path_with_a_nul_byte_with_an_error_not_a_crash(
+        client: TestClient):
+    # Found by the API fuzzer: a NUL byte in a cited path made the path check itself fail.
+    for path in ("guide\x00.md", "a\nb.md"):
+        forged = {"citations": [{"label": "E1", "source_path": path, "start_line": 1,
+                                 "end_line": 1, "text": "x"}]}
+        resp = client.post("/verify", json={"answer": forged})
+        assert 400 <= resp.status_code < 500, resp.text
