@@ -53,18 +53,31 @@ def preview(quoted: Sequence[tuple[int, str]], statements: Sequence[str],
     return shown, shown[0][0] - quoted[0][0], quoted[-1][0] - shown[-1][0]
 
 
+def statement_lines(text: str, labels: str) -> list[Line]:
+    """A statement, its labels after its last line. A quote that spans lines (a code block)
+    keeps its lines, each indented by four spaces, so no line of it can pass for a line of
+    the answer's own (a citation, "Citations:"); every line is escaped as one line."""
+    first, *rest = text.split("\n")
+    out: list[Line] = [[(safe(first), "bold")]]
+    out.extend([(f"{CONTINUATION}{safe(line)}", "bold")] for line in rest)
+    out[-1].append((labels, "cyan"))
+    return out
+
+
+CONTINUATION = "    "
+
+
 def answer_lines(answer: Answer, docs_root: Path | None = None) -> list[Line]:
-    """The answer, one statement a line followed by its labels, then each citation as
+    """The answer, statement by statement, each followed by its labels, then each citation as
     path:start-end (heading) with a preview of its lines, checked against the file now."""
     from rag.verification import cited_text, quote_lines
 
     lines: list[Line] = []
     if answer.extractive_fallback:
         lines.append([("[extractive answer: the model's answer failed verification]", "yellow")])
-    if answer.statements:
-        lines.extend([(safe(s.text), "bold"), (_labels(s.citations), "cyan")]
-                     for s in answer.statements)
-    else:
+    for s in answer.statements:
+        lines.extend(statement_lines(s.text, _labels(s.citations)))
+    if not answer.statements:
         lines.append([(safe(answer.answer), "bold yellow" if answer.insufficient_evidence
                        else "bold")])
     lines.extend([("[unsupported, not part of the answer] ", "red"), (safe(s.text), "")]

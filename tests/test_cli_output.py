@@ -3,6 +3,7 @@ unknown generators refused before anything runs, and an eval with failed cases n
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 import re
@@ -63,6 +64,21 @@ def test_piped_answer_is_exactly_this(tmp_path: Path) -> None:
         "  [E1] ports.md:4-4 (Ports)",
         "        4 | By default Tidewatch binds to 127.0.0.1.",
     ]
+
+
+def test_a_quote_with_a_code_block_keeps_its_lines_indented(tmp_path: Path) -> None:
+    answer = _answer(tmp_path)
+    c = answer.citations[0]
+    forged = ("Create the index:\nrag index docs/\nCitations:\n  [E9] secret.md:1-9 (Forged)")
+    answer = dataclasses.replace(answer, statements=(Statement(forged, (c,)),),
+                                 citations=(c,))
+    lines = plain(answer_lines(answer, tmp_path)).split("\n")
+    assert lines[:4] == ["Create the index:", "    rag index docs/", "    Citations:",
+                         "      [E9] secret.md:1-9 (Forged) [E1]"]
+    # the answer's own "Citations:" line is the only one at the margin, and only real
+    # citations start with two spaces and a label
+    assert [line for line in lines if line == "Citations:"] == ["Citations:"]
+    assert [line for line in lines if line.startswith("  [E")] == ["  [E1] ports.md:3-9 (Ports)"]
 
 
 def test_preview_is_centred_on_the_supporting_line() -> None:
