@@ -4,7 +4,8 @@ The rules, in one place:
 
 - **Docs-relative paths** that come from files (an eval case's ``expected_sources``, a
   citation a client asks to open) must stay under the docs root: no absolute path, no
-  ``..`` component, no surrounding spaces (``check_relative``). Once joined to the root,
+  ``..`` component, no surrounding spaces, no control character such as a NUL byte
+  (``check_relative``). Once joined to the root,
   the resolved result must still be inside it, so a symlink cannot lead out either
   (``check_inside``).
 - **Index paths** come from the user (``--index``, the server's settings). They may be
