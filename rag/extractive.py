@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from rag.passages import FACT, read_blocks, split_sentences
+from rag.passages import FACT, read_blocks, split_sentences, version_marker
 from rag.questions import MAX_PARTS, Part, answer_kinds, asks_when, query_terms, question_parts
 from rag.questions import terms as _terms
 from rag.records import Evidence
@@ -57,7 +57,11 @@ def _with_heading_fact(p: Passage, question: str,
         return text, lines
     chunk = p.evidence.chunk
     block = read_blocks(chunk.text, chunk.start_line == 1)[p.sentence.block]
-    near = block.fact_line >= 0 and p.sentence.first - block.fact_line <= HEADING_REACH
+    # A version marker in the chunk dates its whole section (a heading's fact, only the
+    # lines near it), so its line is cited with the quote however far above it stands.
+    marker = block.fact_line >= 0 and bool(
+        version_marker(chunk.text.split("\n")[block.fact_line]))
+    near = block.fact_line >= 0 and (marker or p.sentence.first - block.fact_line <= HEADING_REACH)
     facts = [seg for seg in p.heading.split(" > ") if FACT.search(seg)]
     fact = block.fact if near and block.fact else (facts[-1] if facts else "")
     if not fact:

@@ -247,3 +247,14 @@ def test_a_changelog_entry_is_not_added_to_an_answer_that_is_not_about_versions(
     question = "Which package do I install to use the test client, and what extras does it need?"
     statements, _ = answer(question, shown, FakeEmbedder())
     assert statements == [(page, ["E1"])]
+
+
+def test_a_version_marker_dates_its_whole_section_however_far_above() -> None:
+    filler = "\n\n".join(f"Background paragraph number {i} about something else." for i in range(8))
+    text = ("## Roles\n\n{{< new-in 0.153.0 />}}\n\n" + filler +
+            "\n\nThe roles configuration sets the weight of each role.")
+    shown = [evidence("E1", text, path="configuration/roles.md", start=10, heading="Roles")]
+    statements, quotes = answer("In which version was the roles configuration introduced?",
+                                shown, FakeEmbedder())
+    assert statements[0][0].startswith("New in 0.153.0: The roles configuration")
+    assert quotes[0][0] == 12  # the marker's line, 17 lines above the sentence
