@@ -13,7 +13,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from rag.passages import FACT, read_blocks, split_sentences, version_marker
+from rag.markup import version_marker
+from rag.passages import FACT, read_blocks, split_sentences
 from rag.questions import MAX_PARTS, Part, answer_kinds, asks_when, query_terms, question_parts
 from rag.questions import terms as _terms
 from rag.records import Evidence

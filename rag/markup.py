@@ -51,7 +51,20 @@ _MDX_STATEMENT = re.compile(r"(?:import|export)[ \t{*]")
 _CLOSERS = {"<": ">}}", "%": "%}}"}
 # A shortcode that marks when something arrived or went ({{< new-in 0.140.0 />}}): Hugo
 # renders it as a "New in v0.140.0" badge, so its words stay.
-_VERSION_MARKER = re.compile(r"\s*([A-Za-z][\w-]*)\s+[\"']?(v?\d+\.\d+(?:\.\d+)?)[\"']?\s*/?\s*")
+_VERSION_ARGS = r"([A-Za-z][\w-]*)\s+[\"']?(v?\d+\.\d+(?:\.\d+)?)[\"']?\s*/?\s*"
+_VERSION_MARKER = re.compile(r"\s*" + _VERSION_ARGS)  # between {{< and >}}
+VERSION_SHORTCODE = re.compile(r"\{\{[<%]\s*" + _VERSION_ARGS + r"[%>]\}\}")
+
+
+def marker_words(match: re.Match[str]) -> str:
+    """A version shortcode as a reader sees it: "New in 0.140.0"."""
+    return f"{match[1].replace('-', ' ').replace('_', ' ').capitalize()} {match[2]}"
+
+
+def version_marker(line: str) -> str:
+    """The first version shortcode in a line as words, or "" when it has none."""
+    match = VERSION_SHORTCODE.search(line) if "{{" in line else None
+    return marker_words(match) if match else ""
 
 
 def _fence_run(line: str) -> str:
@@ -120,7 +133,7 @@ class _Scanner:
                 if inner.startswith("/*") and inner.endswith("*/"):  # escaped: literal text
                     out.append("{{" + kind + inner[2:-2] + closer[:1] + "}}")
                 elif marker := _VERSION_MARKER.fullmatch(inner):  # a reader sees "New in 0.140.0"
-                    out.append(f"{marker[1].replace('-', ' ').capitalize()} {marker[2]}")
+                    out.append(marker_words(marker))
                 pos = end + 3
                 continue
             escaped = line.startswith("/*", start + 3)  # literal text, whatever its length

@@ -14,6 +14,8 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from rag.markup import VERSION_SHORTCODE, marker_words, version_marker
+
 _FENCE = re.compile(r"^\s*(`{3,}|~{3,})")
 _BULLET = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s+")
 _HEADING = re.compile(r"^#{1,6}\s+(.*?)\s*(?:\{\s*#[^}]*\})?\s*#*\s*$")
@@ -25,9 +27,6 @@ _MARKUP_LINE = re.compile(
     r"|(?:</?[A-Za-z][\w-]*(?:\s[^<>]*)?/?>\s*)+)$"
 )
 _INLINE_SHORTCODE = re.compile(r"\{\{[<%]|[%>]\}\}")
-# A shortcode that marks when something arrived or went: {{< new-in 0.140.0 />}}.
-_VERSION_MARKER = re.compile(r"\{\{[<%]\s*([A-Za-z][\w-]*)\s+[\"']?(v?\d+\.\d+(?:\.\d+)?)[\"']?"
-                             r"\s*/?\s*[%>]\}\}")
 _HTML_TAG = re.compile(r"</?[A-Za-z][\w-]*(?:\s[^<>]*)?/?>")
 # Blockquote markers ("> ", "> > ") and GitHub/Hugo alert markers ("[!NOTE]") show no text.
 _QUOTE_PREFIX = re.compile(r"^[ \t]{0,3}>(?:[ \t]?>)*[ \t]?")
@@ -48,14 +47,6 @@ FACT = re.compile(r"\b(?:v?\d+\.\d+(?:\.\d+)?|\d{4}-\d{2}-\d{2})\b")
 MIN_WORDS = 4
 _DELIMITER_ROW = re.compile(r"\|?[ \t]*:?-+:?[ \t]*(?:\|[ \t]*:?-+:?[ \t]*)+\|?")
 FACT_WORD = re.compile(r"\d|`[^`]+`")  # a number or a code word: a short sentence's fact
-
-
-def version_marker(line: str) -> str:
-    """A version shortcode in the line as words ("New in 0.140.0"), or "" when none."""
-    match = _VERSION_MARKER.search(line)
-    if not match:
-        return ""
-    return f"{match.group(1).replace('-', ' ').replace('_', ' ').capitalize()} {match.group(2)}"
 
 
 def is_markup_line(line: str) -> bool:
@@ -142,11 +133,11 @@ def read_blocks(text: str, first_line_is_file_start: bool = False) -> list[Block
 
     while i < len(raw):
         line = raw[i].strip()
-        marker = version_marker(line) if "{{" in line else ""
+        marker = version_marker(line)
         if marker:  # when what follows arrived (or went) is a fact, as in a heading
             fact_line, fact = i, marker
             if not is_markup_line(line):  # inside a line it reads as its words
-                raw[i] = _VERSION_MARKER.sub(lambda m: version_marker(m[0]), raw[i])
+                raw[i] = VERSION_SHORTCODE.sub(marker_words, raw[i])
                 line = raw[i].strip()
         fence = _FENCE.match(line)
         if fence:
