@@ -26,7 +26,9 @@ Rules (CommonMark where it matters for headings, simplified elsewhere):
   and a name over ``MAX_HEADING_CHARS`` is cut, ending in ``…``.
 * Heading path: the page title, then the names of the enclosing headings, joined by
   ``" > "``. The page title is the front matter's ``title``; a heading equal to it (case
-  and spacing aside) at the top of a path is not repeated. A page without ``title``
+  and spacing aside) at the top of a path is not repeated; a version marker before the
+  first heading (``{{< new-in 0.153.0 />}}``) joins it: ``Configure roles (New in
+  0.153.0)``. A page without ``title``
   whose headings include an H1 has no extra root: its H1s are the roots, and text
   before the first heading is under the first H1. A page with neither gets a name from
   its file: the stem (the folder's name for ``index``, ``_index`` and ``README``), with
@@ -62,7 +64,7 @@ from typing import Any
 
 import yaml
 
-from rag.markup import display_lines, is_mdx
+from rag.markup import display_lines, is_mdx, version_marker
 from rag.records import Chunk
 from rag.sizing import Sizer, Span, Unit, heading_path, merge_small, trim
 from rag.visibility import read_visibility
@@ -70,7 +72,7 @@ from rag.visibility import read_visibility
 HEADING_SEPARATOR = " > "
 # Raised whenever the rules change what chunks a file gives; an index built under other
 # rules re-chunks every file on the next `rag index` (vectors of unchanged text are kept).
-CHUNK_RULES = 3
+CHUNK_RULES = 4
 
 # Patterns are applied to single lines with fullmatch/match; cheap first-character checks
 # in _scan keep most lines away from them. None has two unbounded quantifiers that can
@@ -333,15 +335,21 @@ def _sections(
     headings, fenced = _scan(lines, body)
     title = page_title(doc.front_matter)
     first_h1 = next((name for _, level, name in headings if level == 1 and name), None)
-    root = title or (None if first_h1 else file_title(path))
+    page = title or (None if first_h1 else file_title(path))
+    starts = [h[0] for h in headings] + [len(lines)]
+    # A version marker before the first heading dates the whole page (Hugo shows its
+    # badge under the title): it joins the title, so every chunk's path carries it.
+    marker = next((m for line in lines[body:starts[0]] if (m := version_marker(line))), "")
+    root = f"{page} ({marker})" if page and marker else page
 
     def rooted(names: tuple[str, ...]) -> tuple[str, ...]:
         if root is None:  # the page's H1s are its roots; an empty `#` falls back to the first
             return names or (first_h1 or file_title(path),)
-        return names if names and _same(names[0], root) else (root, *names)
+        if not marker:
+            return names if names and _same(names[0], root) else (root, *names)
+        return (root, *(names[1:] if names and _same(names[0], page or "") else names))
 
     sections: list[tuple[int, int, tuple[str, ...]]] = []
-    starts = [h[0] for h in headings] + [len(lines)]
     if starts[0] > body:  # text before the first heading is under the page's title
         sections.append((body, starts[0] - 1, rooted(())))
     stack: list[tuple[int, str]] = []

@@ -29,6 +29,16 @@ def test_an_h1_equal_to_the_title_is_not_repeated() -> None:
     assert headings(other) == ["Setup > Installing"]
 
 
+def test_a_version_marker_before_the_first_heading_dates_the_whole_page() -> None:
+    text = ("---\ntitle: Configure roles\n---\n\n{{< new-in 0.153.0 />}}\n\nDefaults.\n\n"
+            "## Role settings\n\nThe weight of a role.\n\n{{< new-in 0.155.0 />}}\n\nLater.\n")
+    assert headings(text) == ["Configure roles (New in 0.153.0)",
+                              "Configure roles (New in 0.153.0) > Role settings"]
+    # under a heading, a marker dates only its section's text, not the page
+    later = "---\ntitle: Roles\n---\n\nIntro.\n\n## New\n\n{{< new-in 0.1.0 />}}\n\nText.\n"
+    assert headings(later) == ["Roles", "Roles > New"]
+
+
 def test_title_is_embedded_and_cut_when_very_long() -> None:
     [only] = chunk("---\ntitle: Ports\n---\nThe server listens on 8080.\n")
     assert only.heading == "Ports" and embed_text(only).startswith("Ports\n")
