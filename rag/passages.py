@@ -17,6 +17,10 @@ from dataclasses import dataclass
 from rag.markup import VERSION_SHORTCODE, marker_words, version_marker
 
 _FENCE = re.compile(r"^\s*(`{3,}|~{3,})")
+# One line of a command's option list, as CLI generators print it: an option, then two or
+# more spaces, then what it does ("  -D, --buildDrafts   include content marked as draft").
+_OPTION = re.compile(r"^\s*(?:-\w,\s+)?--?[\w][\w.-]*(?:[ =][\w<>\[\]|.-]+)?\s{2,}\S")
+MIN_OPTIONS = 3
 _BULLET = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s+")
 _HEADING = re.compile(r"^#{1,6}\s+(.*?)\s*(?:\{\s*#[^}]*\})?\s*#*\s*$")
 _ANCHOR = re.compile(r"\s*\{\s*#[^}]*\}")
@@ -85,7 +89,23 @@ class Block:
     heading_line: int = -1  # 0-based chunk line of the nearest one; -1 when none
     fact_line: int = -1  # chunk line of the nearest heading or marker holding a version or date
     fact: str = ""  # that heading, or the marker as words ("New in 0.140.0")
-    entry: bool = False  # a definition-list entry: a term line, then ": definition" lines
+    entry: bool = False  # a definition-list entry (a term line, then ": definition" lines)
+    # or one option of a command's option list: a quote of it ends with it
+
+
+def _option_rows(raw: Sequence[str]) -> set[int]:
+    """Lines of a command's option list: runs of at least MIN_OPTIONS option lines (blank
+    lines between them allowed), wherever the chunk that holds them starts."""
+    rows: set[int] = set()
+    run: list[int] = []
+    for k, line in enumerate([*raw, "end"]):
+        if _OPTION.match(line) and _safe((line,)):
+            run.append(k)
+        elif line.strip():
+            if len(run) >= MIN_OPTIONS:
+                rows.update(run)
+            run = []
+    return rows
 
 
 def _safe(lines: Sequence[str]) -> bool:
@@ -131,8 +151,15 @@ def read_blocks(text: str, first_line_is_file_start: bool = False) -> list[Block
                                     fact_line, fact, entry))
             current.clear()
 
+    option_rows = _option_rows(raw)
     while i < len(raw):
         line = raw[i].strip()
+        if i in option_rows and not _FENCE.match(line):  # a chunk can start inside the list
+            flush()
+            blocks.append(Block("item", i, i, (" ".join(line.split()),), heading,
+                                heading_line, fact_line, fact, entry=True))
+            i += 1
+            continue
         marker = version_marker(line)
         if marker:  # when what follows arrived (or went) is a fact, as in a heading
             fact_line, fact = i, marker
@@ -147,7 +174,14 @@ def read_blocks(text: str, first_line_is_file_start: bool = False) -> list[Block
             while j < len(raw) and not raw[j].strip().startswith(mark):
                 j += 1
             body = tuple(clean_inline(raw[k]).rstrip() for k in range(i + 1, min(j, len(raw))))
-            if any(b.strip() for b in body) and _safe(body):
+            options = [k for k in range(i + 1, min(j, len(raw))) if k in option_rows]
+            if options and len(options) * 2 > sum(map(bool, body)):
+                # A command's option list ("  -D, --buildDrafts   include drafts"): each
+                # option is quotable on its own, like a list item.
+                blocks.extend(Block("item", k, k, (" ".join(raw[k].split()),), heading,
+                                    heading_line, fact_line, fact, entry=True)
+                              for k in options if _safe((raw[k],)))
+            elif any(b.strip() for b in body) and _safe(body):
                 blocks.append(Block("code", i, min(j, len(raw) - 1), body, heading,
                                     heading_line, fact_line, fact))
             i = j + 1

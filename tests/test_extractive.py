@@ -258,3 +258,26 @@ def test_a_version_marker_dates_its_whole_section_however_far_above() -> None:
                                 shown, FakeEmbedder())
     assert statements[0][0].startswith("New in 0.153.0: The roles configuration")
     assert quotes[0][0] == 12  # the marker's line, 17 lines above the sentence
+
+
+OPTIONS = ("      --bind string              interface to which the server will bind\n"
+           "      --disableLiveReload        watch without enabling live browser reload\n"
+           "  -p, --port int                 port on which the server will listen (default 1313)\n"
+           "      --renderToMemory           render to memory\n")
+
+
+def test_one_option_of_a_command_option_list_is_quoted_at_its_line() -> None:
+    text = "## Options\n\n```\n" + OPTIONS + "```\n"
+    shown = [evidence("E1", text, path="commands/tool_server.md", start=30)]
+    statements, quotes = answer("Which port does the server listen on by default?", shown,
+                                FakeEmbedder())
+    assert statements[0][0] == "-p, --port int port on which the server will listen (default 1313)"
+    assert quotes[0] == (35, 35)
+
+
+def test_an_option_list_is_read_even_when_its_chunk_starts_inside_the_code_block() -> None:
+    text = OPTIONS + "```\n"  # the opening fence is in the chunk before
+    shown = [evidence("E1", text, path="commands/tool_server.md", start=40)]
+    statements, quotes = answer("Which port does the server listen on by default?", shown,
+                                FakeEmbedder())
+    assert statements[0][0].startswith("-p, --port int") and quotes[0] == (42, 42)
