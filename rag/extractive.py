@@ -84,6 +84,7 @@ def _window_quote(p: Passage, limit: int = WINDOW_WORDS, stop: int = 0,
     return " ".join(parts), (p.lines[0], last), sum(
         len(t.split()) for t in parts)
 
+
 # A question in parts ("Where are its docs, and will its startup code run?") gets a quote
 # for each part that the first quote leaves unanswered.
 PART_COVERED = 0.6  # a part whose words (idf-weighted) the quotes hold this much is answered
@@ -131,8 +132,10 @@ def _section_lead(best: Passage, passages: Sequence[Passage]) -> list[Passage]:
 
 
 def choose(question: str, passages: Sequence[Passage]) -> list[Quote]:
-    """The best passage run on through its section, plus up to two more that score nearly
-    as well and cover question words the first did not; adjacent quotes of one chunk merge."""
+    """The best passage run on through its section; then a quote for each part of a
+    question in parts that it leaves open (three quotes at most), or else one more that
+    scores nearly as well and covers question words the first did not. Adjacent quotes of
+    one chunk merge."""
     usable = sorted((p for p in passages if p.words <= MAX_PASSAGE_WORDS and p.score > 0),
                     key=lambda p: (-p.answer, p.rank, p.lines[0]))
     if not usable:
@@ -169,7 +172,7 @@ def choose(question: str, passages: Sequence[Passage]) -> list[Quote]:
         chosen.append(p)
         covered |= p.terms
         words += p.words
-    quotes: list[Quote] = []
+    quotes: list[Quote] = []  # (a lead opens its section, so no other quote runs into it)
     for p in sorted(chosen, key=lambda c: (c.rank, c.lines[0])):
         if p is best:
             text, lines = _window_quote(p)[:2]
