@@ -121,7 +121,7 @@ def _section_lead(best: Passage, passages: Sequence[Passage]) -> list[Passage]:
     section is quoted from the start; an entry's first sentence names what it defines."""
     same = sorted((p for p in passages if p.evidence is best.evidence
                    and p.section == best.section
-                   and (not best.entry or p.sentence.block == best.sentence.block)),
+                   and (not best.entry or p.group == best.group)),
                   key=lambda p: (p.lines[0], p.sentence.first))
     before = [p for p in same if p is not best and best in p.window]  # run on into best
     limit = ENTRY_LEAD_WORDS if best.entry else LEAD_WORDS

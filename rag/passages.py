@@ -91,6 +91,7 @@ class Block:
     fact: str = ""  # that heading, or the marker as words ("New in 0.140.0")
     entry: bool = False  # a definition-list entry (a term line, then ": definition" lines)
     # or one option of a command's option list: a quote of it ends with it
+    group: int = -1  # the entry's first line; blocks indented under an entry share it
 
 
 def _option_rows(raw: Sequence[str]) -> set[int]:
@@ -141,14 +142,28 @@ def read_blocks(text: str, first_line_is_file_start: bool = False) -> list[Block
         i = end + 1 if end is not None else len(raw)
     current: list[int] = []
 
+    group = -1  # first line of the definition-list entry that indented blocks continue
+
+    def in_entry(first: int) -> int:
+        """The entry a block starting on line ``first`` continues (indented under it), or -1;
+        a block at the margin ends the entry."""
+        nonlocal group
+        if group >= 0 and not raw[first][:1].isspace():
+            group = -1
+        return group
+
     def flush(kind: str = "prose") -> None:
+        nonlocal group
         if current:
             lines = tuple(raw[j].strip() for j in current)
             entry = kind == "prose" and len(lines) > 1 and not lines[0].startswith(":") \
                 and lines[1].startswith(": ")
+            if entry:
+                group = current[0]
+            owner = group if entry else in_entry(current[0])
             if _safe(lines):
                 blocks.append(Block(kind, current[0], current[-1], lines, heading, heading_line,
-                                    fact_line, fact, entry))
+                                    fact_line, fact, owner >= 0, owner))
             current.clear()
 
     option_rows = _option_rows(raw)
@@ -157,7 +172,7 @@ def read_blocks(text: str, first_line_is_file_start: bool = False) -> list[Block
         if i in option_rows and not _FENCE.match(line):  # a chunk can start inside the list
             flush()
             blocks.append(Block("item", i, i, (" ".join(line.split()),), heading,
-                                heading_line, fact_line, fact, entry=True))
+                                heading_line, fact_line, fact, entry=True, group=i))
             i += 1
             continue
         marker = version_marker(line)
@@ -179,11 +194,12 @@ def read_blocks(text: str, first_line_is_file_start: bool = False) -> list[Block
                 # A command's option list ("  -D, --buildDrafts   include drafts"): each
                 # option is quotable on its own, like a list item.
                 blocks.extend(Block("item", k, k, (" ".join(raw[k].split()),), heading,
-                                    heading_line, fact_line, fact, entry=True)
+                                    heading_line, fact_line, fact, entry=True, group=k)
                               for k in options if _safe((raw[k],)))
             elif any(b.strip() for b in body) and _safe(body):
+                owner = in_entry(i)
                 blocks.append(Block("code", i, min(j, len(raw) - 1), body, heading,
-                                    heading_line, fact_line, fact))
+                                    heading_line, fact_line, fact, owner >= 0, owner))
             i = j + 1
             continue
         match = _HEADING.match(line)
@@ -191,6 +207,7 @@ def read_blocks(text: str, first_line_is_file_start: bool = False) -> list[Block
             current.append(i)  # evidence markup: the whole paragraph it sits in is dropped
         elif match:
             flush()
+            group = -1
             level = len(line) - len(line.lstrip("#"))
             stack = [h for h in stack if h[0] < level] + [
                 (level, _ANCHOR.sub("", match.group(1)).strip(), i)]

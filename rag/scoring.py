@@ -53,6 +53,7 @@ class Passage:
     idf: dict[str, float] = field(default_factory=dict)  # question term weights (shared)
     parts: list[float] = field(default_factory=list)  # how well it answers each part
     entry: bool = False  # it sits in a definition-list entry (`name` then ": what it is")
+    group: int = -1  # which entry: blocks indented under one share it
 
     @property
     def words(self) -> int:
@@ -99,7 +100,8 @@ class PassageScorer:
                                          chunk.start_line + last),
                                         _terms(text), heading,
                                         section=blocks[sentence.block].heading_line,
-                                        entry=blocks[sentence.block].entry))
+                                        entry=blocks[sentence.block].entry,
+                                        group=blocks[sentence.block].group))
             _link_windows(in_chunk)
             found.extend(in_chunk)
         query = query_terms(question)
@@ -179,7 +181,7 @@ def _link_windows(in_chunk: Sequence[Passage]) -> None:
             follows = q.lines[0] > prev.lines[1] or (
                 q.sentence.block == prev.sentence.block and prev.text == prev.sentence.text)
             if q.section != p.section or not follows or words + q.words > WINDOW_WORDS \
-                    or (p.entry and q.sentence.block != p.sentence.block):
+                    or (p.entry and q.group != p.group):
                 break  # an entry's quote ends with the entry, not in the next term's
             p.window.append(q)
             words, prev = words + q.words, q

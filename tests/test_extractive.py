@@ -281,3 +281,16 @@ def test_an_option_list_is_read_even_when_its_chunk_starts_inside_the_code_block
     statements, quotes = answer("Which port does the server listen on by default?", shown,
                                 FakeEmbedder())
     assert statements[0][0].startswith("-p, --port int") and quotes[0] == (42, 42)
+
+
+def test_a_definition_entry_runs_on_through_its_indented_body_and_no_further() -> None:
+    text = ("## FAQ\n\nWhy doesn't the server see my file changes?\n"
+            ": Its file watcher may miss changes on network drives.\n\n"
+            "  In these cases, use the `--poll` flag to poll the files instead.\n\n"
+            "Why is my page store missing a value?\n: Values are set during rendering.\n")
+    shown = [evidence("E1", text, path="faq.md", start=70)]
+    statements, quotes = answer("Why doesn't the server see file changes on a network drive?",
+                                shown, FakeEmbedder())
+    quoted = statements[0][0]
+    assert "--poll" in quoted and "missing a value" not in quoted
+    assert quotes[0] == (72, 75)
