@@ -35,7 +35,7 @@ from rag.errors import ConfigError
 from rag.lexical import tokenize
 from rag.questions import answer_kinds
 from rag.records import Evidence, SearchHit
-from rag.scoring import Passage
+from rag.scoring import Passage, has_kind, is_release_note
 from rag.text import content_words, tokens
 
 BUNDLED_MODEL = Path(__file__).with_name("abstention.json")
@@ -46,11 +46,6 @@ FEATURES = ("lexical_top", "coverage", "union_coverage", "missing_names", "best_
 # underscore, a dot or a slash inside (HorizontalPodAutoscaler, pool_size, HTTP/3, 413).
 _WORD = re.compile(r"[\w@][\w./@-]*")
 MAX_NAMES = 3
-# A heading that names a release: "0.110.0 (2024-02-24)", "v1.2", "[1.0.0] - 2017-06-20",
-# "Version 2.1", "2024-02-24": what it holds is a release-notes entry.
-_RELEASE = re.compile(r"(?i)^\W*(?:v|version\s+|release\s+)?\d+\.\d+(?:\.\d+)?\b"
-                      r"|^\W*\d{4}-\d{2}-\d{2}\b")
-_NUMBER = re.compile(r"\b\d+(?:\.\d+)*\b")
 
 
 def signals(question: str, evidence: Sequence[Evidence], passages: Sequence[Passage],
@@ -108,20 +103,10 @@ def fitting(question: str, passages: Sequence[Passage]) -> list[Passage]:
     not already say) if it asks how many, how long, what size..."""
     wants = answer_kinds(question)
     asked = set(tokens(question))
-
-    def fits(p: Passage) -> bool:
-        if "version" not in wants and is_release_note(p.heading):
-            return False
-        text = " ".join([p.text, *(w.text for w in p.window)])
-        return "number" not in wants or any(n not in asked for n in _NUMBER.findall(text))
-
-    return [p for p in passages if fits(p)]
-
-
-def is_release_note(heading: str) -> bool:
-    """Whether a heading path ("Release Notes > 0.110.0 (2024-02-24) > Fixes") puts its
-    text in a release's entry."""
-    return any(_RELEASE.match(part.strip()) for part in heading.split(" > "))
+    return [p for p in passages
+            if ("version" in wants or not is_release_note(p.evidence.chunk.source_path,
+                                                           p.heading))
+            and ("number" not in wants or has_kind(p, frozenset({"number"}), asked))]
 
 
 def question_names(question: str) -> set[str]:

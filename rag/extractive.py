@@ -18,7 +18,7 @@ from rag.passages import FACT, read_blocks, split_sentences
 from rag.questions import MAX_PARTS, Part, answer_kinds, asks_when, query_terms, question_parts
 from rag.questions import terms as _terms
 from rag.records import Evidence
-from rag.scoring import WINDOW_WORDS, Passage, PassageScorer, is_changelog, share
+from rag.scoring import WINDOW_WORDS, Passage, PassageScorer, is_release_note, share
 
 __all__ = ["ExtractiveGenerator", "PassageScorer", "answer_kinds", "choose", "split_sentences"]
 
@@ -145,7 +145,8 @@ def choose(question: str, passages: Sequence[Passage]) -> list[Quote]:
     best = max(usable, key=lambda p: p.answer * p.place)
     usable.remove(best)
     if not asks_when(question):  # a changelog entry adds to an answer only about versions
-        usable = [p for p in usable if not is_changelog(p.evidence.chunk.source_path)]
+        usable = [p for p in usable if not is_release_note(p.evidence.chunk.source_path,
+                                                            p.heading)]
     usable.insert(0, best)
     lead = _section_lead(best, passages)
     chosen = [best]

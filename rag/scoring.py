@@ -24,7 +24,7 @@ from rag.questions import terms as _terms
 from rag.records import Evidence
 from rag.text import tokens
 
-__all__ = ["Passage", "PassageScorer", "answer_bonus", "is_changelog", "place_prior", "share"]
+__all__ = ["Passage", "PassageScorer", "answer_bonus", "has_kind", "is_release_note", "place_prior", "share"]
 
 if TYPE_CHECKING:
     from rag.embedding import Embedder
@@ -123,7 +123,7 @@ class PassageScorer:
         asked = set(tokens(question))
         for p in found:
             lexical = (1 - WINDOW_SHARE) * p.lexical + WINDOW_SHARE * p.window_lexical
-            p.kind_match = float(bool(wants) and _has_kind(p, wants, asked))
+            p.kind_match = float(bool(wants) and has_kind(p, wants, asked))
             p.score = (W_LEXICAL * lexical + W_HEADING * p.heading_match
                        + W_KIND * p.kind_match) / (1 + RANK_PRIOR * p.rank)
         if self.embedder is not None:
@@ -155,7 +155,7 @@ class PassageScorer:
         scores = []
         for p in found:
             score = share(part.terms, p.terms | _terms(p.heading), idf)
-            if kinds and _has_kind(p, kinds, asked, own=True):
+            if kinds and has_kind(p, kinds, asked, own=True):
                 score += W_PART_KIND
             scores.append(score)
         if self.embedder is not None:
@@ -194,9 +194,17 @@ _CHANGELOG = re.compile(r"(?i)^(?:change-?log|changes|release-?notes|releases|hi
                         r"(?:\.\w+)?$")
 
 
-def is_changelog(path: str) -> bool:
-    """A changelog or release notes, by its file name (CHANGELOG.md, release-notes.md...)."""
-    return bool(_CHANGELOG.match(path.rsplit("/", 1)[-1]))
+# A heading that names a release: "0.110.0 (2024-02-24)", "v1.2", "[1.0.0] - 2017-06-20",
+# "Version 2.1", "2024-02-24": what it holds is a release-notes entry.
+_RELEASE = re.compile(r"(?i)^\W*(?:v|version\s+|release\s+)?\d+\.\d+(?:\.\d+)?\b"
+                      r"|^\W*\d{4}-\d{2}-\d{2}\b")
+
+
+def is_release_note(path: str, heading: str) -> bool:
+    """A release-notes entry: in a changelog (CHANGELOG.md, release-notes.md...) or under a
+    heading that names a release ("Release Notes > 0.110.0 (2024-02-24) > Fixes")."""
+    return bool(_CHANGELOG.match(path.rsplit("/", 1)[-1])) or any(
+        _RELEASE.match(part.strip()) for part in heading.split(" > "))
 
 
 def place_prior(ev: Evidence, top: float) -> float:
@@ -204,7 +212,7 @@ def place_prior(ev: Evidence, top: float) -> float:
     evidence's (search ranks whole sections better than one sentence's words do), less
     for a changelog, whose entries share a feature's words without explaining it."""
     prior = max(ev.hit.score / top, 1e-6) ** PLACE_POWER if top > 0 else 1.0
-    if is_changelog(ev.chunk.source_path):
+    if is_release_note(ev.chunk.source_path, ev.chunk.heading or ""):
         prior *= CHANGELOG_PRIOR
     return prior
 
@@ -216,7 +224,7 @@ _REASON = re.compile(r"(?i)\b(?:because|so\s+that|otherwise|to\s+avoid|in\s+orde
 _NUMBER = re.compile(r"\b\d+(?:\.\d+)*\b")
 
 
-def _has_kind(p: Passage, wants: frozenset[str], asked: set[str], own: bool = False) -> bool:
+def has_kind(p: Passage, wants: frozenset[str], asked: set[str], own: bool = False) -> bool:
     """Whether the quote (run on through its window, unless own) holds something of a
     wanted kind that the question did not already say."""
     text = p.text if own else " ".join([p.text, *(w.text for w in p.window)])
@@ -248,7 +256,7 @@ def answer_bonus(p: Passage, wants: frozenset[str], asked: set[str]) -> float:
     if p.sentence.text.endswith("?"):
         return -W_OWN_KIND
     bonus = 0.0
-    if wants and _has_kind(p, wants, asked, own=True):
+    if wants and has_kind(p, wants, asked, own=True):
         bonus += W_OWN_KIND
     if "code" in wants and _DIRECTIVE.search(p.sentence.text):
         bonus += W_DIRECTIVE

@@ -6,11 +6,11 @@ import importlib.util
 
 import numpy as np
 
-from rag.abstention import is_release_note, signals
+from rag.abstention import signals
 from rag.embedding import FakeEmbedder
 from rag.lexical import LexicalIndex, tokenize
 from rag.records import Evidence, SearchHit
-from rag.scoring import PassageScorer
+from rag.scoring import PassageScorer, is_release_note
 from tests.conftest import REPO, make_hit
 
 _spec = importlib.util.spec_from_file_location("fit_abstention",
@@ -201,6 +201,8 @@ def test_release_headings_are_told_from_headings_that_mention_a_version() -> Non
     for heading in ("Release Notes > 0.110.0 (2024-02-24) > Fixes", "v2.3",
                     "Changelog > [1.0.0] - 2017-06-20", "Version 2.1 > Added",
                     "2024-02-24 > Security"):
-        assert is_release_note(heading), heading
+        assert is_release_note("guide/notes.md", heading), heading
     for heading in ("Python 3.10 and later", "Upgrade to OAuth 2.0 > Tokens", "Intro", ""):
-        assert not is_release_note(heading), heading
+        assert not is_release_note("guide/notes.md", heading), heading
+    # a changelog file is release notes under any heading ("Latest Changes")
+    assert is_release_note("release-notes.md", "Release Notes > Latest Changes")
