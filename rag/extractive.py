@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING
 from rag.markup import version_marker
 from rag.passages import FACT, read_blocks, split_sentences
 from rag.questions import MAX_PARTS, Part, answer_kinds, asks_when, query_terms, question_parts
-from rag.questions import terms as _terms
 from rag.records import Evidence
 from rag.scoring import WINDOW_WORDS, Passage, PassageScorer, is_release_note, share
 
@@ -150,7 +149,7 @@ def choose(question: str, passages: Sequence[Passage]) -> list[Quote]:
     usable.insert(0, best)
     lead = _section_lead(best, passages)
     chosen = [best]
-    covered = best.terms.union(*(w.terms for w in [*best.window, *lead])) | _terms(best.heading)
+    covered = best.terms.union(*(w.terms for w in [*best.window, *lead])) | best.heading_terms
     words = _window_quote(best)[2] + sum(q.words for q in lead)
     for index, part in enumerate(question_parts(question)):
         p = _answer_to_part(index, part, usable, chosen, [*chosen, *lead], covered, best,

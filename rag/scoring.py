@@ -29,6 +29,7 @@ __all__ = ["Passage", "PassageScorer", "answer_bonus", "has_kind", "is_release_n
 if TYPE_CHECKING:
     from rag.embedding import Embedder
 
+
 @dataclass
 class Passage:
     """A candidate quote: a sentence plus what it introduces, with its scores."""
@@ -40,6 +41,7 @@ class Passage:
     lines: tuple[int, int]  # file lines, inclusive
     terms: set[str]
     heading: str
+    heading_terms: set[str]
     dense: float = 0.0
     lexical: float = 0.0
     heading_match: float = 0.0
@@ -98,7 +100,7 @@ class PassageScorer:
                 in_chunk.append(Passage(ev, rank, sentence, text,
                                         (chunk.start_line + sentence.first,
                                          chunk.start_line + last),
-                                        _terms(text), heading,
+                                        _terms(text), heading, _terms(heading),
                                         section=blocks[sentence.block].heading_line,
                                         entry=blocks[sentence.block].entry,
                                         group=blocks[sentence.block].group))
@@ -114,11 +116,10 @@ class PassageScorer:
         weights = {t: w / total for t, w in idf.items()}
         for p in found:
             p.idf = weights
-            p.lexical = sum(idf[t] for t in query if t in p.terms) / total
-            window_terms = set().union(*(w.terms for w in p.window)) | p.terms
-            p.window_lexical = sum(idf[t] for t in query if t in window_terms) / total
-            head = _terms(p.heading)
-            p.heading_match = sum(idf[t] for t in query if t in head) / total
+            p.lexical = share(query, p.terms, weights)
+            p.window_lexical = share(query, p.terms.union(*(w.terms for w in p.window)),
+                                     weights)
+            p.heading_match = share(query, p.heading_terms, weights)
         wants = answer_kinds(question)
         asked = set(tokens(question))
         for p in found:
@@ -145,7 +146,6 @@ class PassageScorer:
         found.sort(key=lambda p: (-p.score, p.rank, p.lines[0]))
         return found
 
-
     def _score_part(self, part: Part, found: Sequence[Passage], idf: dict[str, float],
                     asked: set[str]) -> None:
         """How well each passage answers one part of a question: the share of the part's
@@ -154,7 +154,7 @@ class PassageScorer:
         kinds = part.kinds - {"code"}  # "how do I" is the whole question's kind
         scores = []
         for p in found:
-            score = share(part.terms, p.terms | _terms(p.heading), idf)
+            score = share(part.terms, p.terms | p.heading_terms, idf)
             if kinds and has_kind(p, kinds, asked, own=True):
                 score += W_PART_KIND
             scores.append(score)
@@ -215,6 +215,7 @@ def place_prior(ev: Evidence, top: float) -> float:
     if is_release_note(ev.chunk.source_path, ev.chunk.heading or ""):
         prior *= CHANGELOG_PRIOR
     return prior
+
 
 # --- whether a passage holds the kind of answer asked for -------------------------------------
 
