@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from rag.markup import version_marker
-from rag.passages import FACT, read_blocks, split_sentences
+from rag.passages import FACT, split_sentences
 from rag.questions import MAX_PARTS, Part, answer_kinds, asks_when, query_terms, question_parts
 from rag.records import Evidence
 from rag.scoring import WINDOW_WORDS, Passage, PassageScorer, is_release_note, share
@@ -56,7 +56,7 @@ def _with_heading_fact(p: Passage, question: str,
     if not asks_when(question) or FACT.search(text):
         return text, lines
     chunk = p.evidence.chunk
-    block = read_blocks(chunk.text, chunk.start_line == 1)[p.sentence.block]
+    block = p.block
     # A version marker in the chunk dates its whole section (a heading's fact, only the
     # lines near it), so its line is cited with the quote however far above it stands.
     marker = block.fact_line >= 0 and bool(

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from rag.passages import FACT, Sentence, attachment, quote, read_blocks, sentences
+from rag.passages import FACT, Block, Sentence, attachment, quote, read_blocks, sentences
 from rag.questions import Part, answer_kinds, query_terms, question_parts
 from rag.questions import terms as _terms
 from rag.records import Evidence
@@ -42,6 +42,7 @@ class Passage:
     terms: set[str]
     heading: str
     heading_terms: set[str]
+    block: Block  # the block of the chunk it is read from (its section, entry, facts)
     dense: float = 0.0
     lexical: float = 0.0
     heading_match: float = 0.0
@@ -50,16 +51,28 @@ class Passage:
     score: float = 0.0
     answer: float = 0.0  # score plus how much the quote itself reads as an answer (choose)
     place: float = 1.0  # how much the retriever trusts its chunk, against the best (choose)
-    section: int = -1  # chunk line of the heading it sits under
     window: list[Passage] = field(default_factory=list)  # what a quote of it runs on to
     idf: dict[str, float] = field(default_factory=dict)  # question term weights (shared)
     parts: list[float] = field(default_factory=list)  # how well it answers each part
-    entry: bool = False  # it sits in a definition-list entry (`name` then ": what it is")
-    group: int = -1  # which entry: blocks indented under one share it
 
     @property
     def words(self) -> int:
         return len(self.text.split())
+
+    @property
+    def section(self) -> int:
+        """Chunk line of the heading it sits under (-1: none in its chunk)."""
+        return self.block.heading_line
+
+    @property
+    def entry(self) -> bool:
+        """It sits in a definition-list entry (`name` then ": what it is") or an option."""
+        return self.block.entry
+
+    @property
+    def group(self) -> int:
+        """Which entry: blocks indented under one share it."""
+        return self.block.group
 
 
 _VECTORS: dict[tuple[str, str], np.ndarray] = {}  # (embedder, sentence) -> vector
@@ -101,9 +114,7 @@ class PassageScorer:
                                         (chunk.start_line + sentence.first,
                                          chunk.start_line + last),
                                         _terms(text), heading, _terms(heading),
-                                        section=blocks[sentence.block].heading_line,
-                                        entry=blocks[sentence.block].entry,
-                                        group=blocks[sentence.block].group))
+                                        blocks[sentence.block]))
             _link_windows(in_chunk)
             found.extend(in_chunk)
         query = query_terms(question)
