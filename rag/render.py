@@ -53,6 +53,9 @@ def preview(quoted: Sequence[tuple[int, str]], statements: Sequence[str],
     return shown, shown[0][0] - quoted[0][0], quoted[-1][0] - shown[-1][0]
 
 
+CONTINUATION = "    "  # a statement's second and later lines (a quoted code block)
+
+
 def statement_lines(text: str, labels: str) -> list[Line]:
     """A statement, its labels after its last line. A quote that spans lines (a code block)
     keeps its lines, each indented by four spaces, so no line of it can pass for a line of
@@ -62,9 +65,6 @@ def statement_lines(text: str, labels: str) -> list[Line]:
     out.extend([(f"{CONTINUATION}{safe(line)}", "bold")] for line in rest)
     out[-1].append((labels, "cyan"))
     return out
-
-
-CONTINUATION = "    "
 
 
 def answer_lines(answer: Answer, docs_root: Path | None = None) -> list[Line]:
@@ -77,7 +77,7 @@ def answer_lines(answer: Answer, docs_root: Path | None = None) -> list[Line]:
         lines.append([("[extractive answer: the model's answer failed verification]", "yellow")])
     for s in answer.statements:
         lines.extend(statement_lines(s.text, _labels(s.citations)))
-    if not answer.statements:
+    if not answer.statements:  # "insufficient evidence", or a model's plain answer
         lines.append([(safe(answer.answer), "bold yellow" if answer.insufficient_evidence
                        else "bold")])
     lines.extend([("[unsupported, not part of the answer] ", "red"), (safe(s.text), "")]
