@@ -15,9 +15,11 @@ from typing import TYPE_CHECKING
 
 from rag.markup import version_marker
 from rag.passages import FACT, split_sentences
-from rag.questions import MAX_PARTS, Part, answer_kinds, asks_when, query_terms, question_parts
+from rag.questions import (MAX_PARTS, Part, answer_kinds, asks_when, defined_terms, query_terms,
+                           question_parts)
 from rag.records import Evidence
-from rag.scoring import WINDOW_WORDS, Passage, PassageScorer, is_release_note, share
+from rag.scoring import (WINDOW_WORDS, Passage, PassageScorer, defines_term, is_release_note,
+                         share)
 
 __all__ = ["ExtractiveGenerator", "PassageScorer", "answer_kinds", "choose", "split_sentences"]
 
@@ -147,7 +149,9 @@ def choose(question: str, passages: Sequence[Passage]) -> list[Quote]:
         usable = [p for p in usable if not is_release_note(p.evidence.chunk.source_path,
                                                             p.heading)]
     usable.insert(0, best)
-    lead = _section_lead(best, passages)
+    defines = defined_terms(question)  # a sentence saying what X is needs no lead-in
+    lead = [] if defines and defines_term(best.sentence.text, defines) else _section_lead(
+        best, passages)
     chosen = [best]
     covered = best.terms.union(*(w.terms for w in [*best.window, *lead])) | best.heading_terms
     words = _window_quote(best)[2] + sum(q.words for q in lead)

@@ -10,6 +10,7 @@ label check are the guarantees), fragments and sentences cut short.
 
 from __future__ import annotations
 
+import html
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -59,9 +60,32 @@ def is_markup_line(line: str) -> bool:
     return bool(_MARKUP_LINE.match(line.strip()))
 
 
+_ENTITY = re.compile(r"&(?:[A-Za-z][A-Za-z0-9]{1,31}|#[0-9]{1,7}|#[xX][0-9A-Fa-f]{1,6});")
+_CODE_SPAN = re.compile(r"(`+)[^`].*?\1")
+
+
+def _show_entities(text: str) -> str:
+    """Prose with HTML entities shown as their characters (&nbsp; as a space, &amp; as
+    &), as the rendered page shows them; code spans keep theirs, as Markdown does."""
+    out, pos = [], 0
+    for span in _CODE_SPAN.finditer(text):
+        out += [_ENTITY.sub(_entity, text[pos:span.start()]), span.group()]
+        pos = span.end()
+    out.append(_ENTITY.sub(_entity, text[pos:]))
+    return "".join(out)
+
+
+def _entity(match: re.Match[str]) -> str:
+    shown = html.unescape(match.group())
+    return " " if shown in ("\xa0", "\u2002", "\u2003", "\u2009") else shown
+
+
 def clean_inline(text: str) -> str:
-    """Text with inline HTML tags removed (console blocks colour their output with them)."""
-    return _HTML_TAG.sub("", text) if "<" in text else text
+    """Text with inline HTML tags removed (console blocks colour their output with them)
+    and HTML entities shown as the characters they stand for."""
+    if "<" in text:
+        text = _HTML_TAG.sub("", text)
+    return _show_entities(text) if "&" in text else text
 
 
 def show_links(text: str) -> str:

@@ -12,7 +12,8 @@ from dataclasses import dataclass
 from rag.passages import FACT
 from rag.text import STOPWORDS, parts, stem, tokens
 
-__all__ = ["Part", "answer_kinds", "asks_when", "query_terms", "question_parts", "terms"]
+__all__ = ["Part", "answer_kinds", "asks_when", "defined_terms", "query_terms", "question_parts",
+           "terms"]
 
 
 def _stems(tok: str) -> list[str]:
@@ -51,13 +52,32 @@ _WHEN = frozenset(stem(w) for w in ("version", "when", "since", "release", "rele
                                     "added", "introduced", "date", "changelog"))
 
 
+# "What is a leaf bundle?", "What are path operations?", "What does idempotent mean?": the
+# answer is the sentence that says what the thing is.
+_ASK_DEFINITION = re.compile(
+    r"(?i)^\s*(?:what(?:'s|\s+is|\s+are)\s+(?:an?\s+|the\s+)?(?P<what>[^?,]+?)"
+    r"|what\s+does\s+(?P<mean>[^?,]+?)\s+mean|define\s+(?P<define>[^?,]+?))\s*\??\s*$")
+DEFINED_WORDS = 5  # "What is X?" asks for a definition when X is a name this short
+
+
+def defined_terms(question: str) -> frozenset[str]:
+    """The stemmed words of the thing a "what is X?" question asks to define; empty when
+    the question asks something else."""
+    match = _ASK_DEFINITION.match(question)
+    if not match:
+        return frozenset()
+    name = next(g for g in match.groups() if g)
+    return frozenset(terms(name)) if len(name.split()) <= DEFINED_WORDS else frozenset()
+
+
 def asks_when(question: str) -> bool:
     """The question asks for a version or a date (or names one)."""
     return bool(FACT.search(question)) or bool(_WHEN & set(query_terms(question)))
 
 
 def answer_kinds(question: str) -> frozenset[str]:
-    """What the question asks for: code (how do I...), a number, a version, a reason."""
+    """What the question asks for: code (how do I...), a number, a version, a reason, a
+    definition (what is X?)."""
     kinds = set()
     if _ASK_CODE.search(question):
         kinds.add("code")
@@ -67,6 +87,8 @@ def answer_kinds(question: str) -> frozenset[str]:
         kinds.add("version")
     if _ASK_WHY.search(question):
         kinds.add("reason")
+    if defined_terms(question):
+        kinds.add("definition")
     return frozenset(kinds)
 
 

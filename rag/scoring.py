@@ -19,12 +19,13 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from rag.passages import FACT, Block, Sentence, attachment, quote, read_blocks, sentences
-from rag.questions import Part, answer_kinds, query_terms, question_parts
+from rag.questions import Part, answer_kinds, defined_terms, query_terms, question_parts
 from rag.questions import terms as _terms
 from rag.records import Evidence
 from rag.text import tokens
 
-__all__ = ["Passage", "PassageScorer", "answer_bonus", "has_kind", "is_release_note", "place_prior", "share"]
+__all__ = ["Passage", "PassageScorer", "answer_bonus", "defines_term", "has_kind", "is_release_note",
+           "place_prior", "share"]
 
 if TYPE_CHECKING:
     from rag.embedding import Embedder
@@ -133,9 +134,10 @@ class PassageScorer:
             p.heading_match = share(query, p.heading_terms, weights)
         wants = answer_kinds(question)
         asked = set(tokens(question))
+        defines = defined_terms(question)
         for p in found:
             lexical = (1 - WINDOW_SHARE) * p.lexical + WINDOW_SHARE * p.window_lexical
-            p.kind_match = float(bool(wants) and has_kind(p, wants, asked))
+            p.kind_match = float(bool(wants) and has_kind(p, wants, asked, defines=defines))
             p.score = (W_LEXICAL * lexical + W_HEADING * p.heading_match
                        + W_KIND * p.kind_match) / (1 + RANK_PRIOR * p.rank)
         if self.embedder is not None:
@@ -150,7 +152,7 @@ class PassageScorer:
                 p.score += W_DENSE * p.dense / (1 + RANK_PRIOR * p.rank)
         top = max(e.hit.score for e in evidence) or 1.0
         for p in found:
-            p.answer = p.score + answer_bonus(p, wants, asked)
+            p.answer = p.score + answer_bonus(p, wants, asked, defines)
             p.place = place_prior(p.evidence, top)
         for part in question_parts(question):
             self._score_part(part, found, weights, asked)
@@ -163,10 +165,11 @@ class PassageScorer:
         words it holds (idf-weighted, heading included), plus its cosine with the part for
         the likeliest ones, plus a bonus when it holds the kind of thing the part asks for."""
         kinds = part.kinds - {"code"}  # "how do I" is the whole question's kind
+        defines = defined_terms(part.text)
         scores = []
         for p in found:
             score = share(part.terms, p.terms | p.heading_terms, idf)
-            if kinds and has_kind(p, kinds, asked, own=True):
+            if kinds and has_kind(p, kinds, asked, own=True, defines=defines):
                 score += W_PART_KIND
             scores.append(score)
         if self.embedder is not None:
@@ -236,9 +239,11 @@ _REASON = re.compile(r"(?i)\b(?:because|so\s+that|otherwise|to\s+avoid|in\s+orde
 _NUMBER = re.compile(r"\b\d+(?:\.\d+)*\b")
 
 
-def has_kind(p: Passage, wants: frozenset[str], asked: set[str], own: bool = False) -> bool:
+def has_kind(p: Passage, wants: frozenset[str], asked: set[str], own: bool = False,
+             defines: frozenset[str] = frozenset()) -> bool:
     """Whether the quote (run on through its window, unless own) holds something of a
-    wanted kind that the question did not already say."""
+    wanted kind that the question did not already say; a definition (of the thing named
+    by ``defines``) only counts in the passage's own sentence."""
     text = p.text if own else " ".join([p.text, *(w.text for w in p.window)])
     if "code" in wants and ("\n" in text or any(
             not set(tokens(span)) <= asked for span in _CODE_SPAN.findall(text))):
@@ -247,7 +252,28 @@ def has_kind(p: Passage, wants: frozenset[str], asked: set[str], own: bool = Fal
         return True
     if "version" in wants and any(f not in asked for f in FACT.findall(text + p.heading)):
         return True
+    if "definition" in wants and defines and defines_term(p.sentence.text, defines):
+        return True
     return "reason" in wants and bool(_REASON.search(text))
+
+
+# "A _leaf bundle_ is a directory that...", "leaf bundle: A leaf bundle is...": a sentence
+# whose subject names the thing and little else ("Like a leaf, a leaf bundle is..." does
+# not say what it is).
+_DEFINES = re.compile(r"(?i)^(?P<subject>.{1,80}?)\s+(?:is|are|means|refers\s+to|stands\s+for|"
+                      r"represents)\s")
+DEFINITION_SUBJECT_WORDS = 8
+
+
+def defines_term(sentence: str, defines: frozenset[str]) -> bool:
+    """Whether the sentence says what the thing named by these (stemmed) words is."""
+    match = _DEFINES.match(sentence.replace("*", "").replace("_", " ").replace("`", ""))
+    if not match:
+        return False
+    subject = match.group("subject")
+    named = _terms(subject)
+    return len(subject.split()) <= DEFINITION_SUBJECT_WORDS and "," not in subject \
+        and defines <= named and len(named - defines) <= 1
 
 
 RANK_PRIOR = 0.05
@@ -260,18 +286,22 @@ _DIRECTIVE = re.compile(
     r"|\bby\s+(?:setting|passing|using|adding|declaring|calling)\b")
 W_OWN_KIND = 0.06  # the sentence (with what it introduces) holds the kind asked for
 W_DIRECTIVE = 0.04  # the sentence says what to do, for a question asking how
+W_DEFINITION = 0.15  # the sentence says what the thing is, for "what is X?"
 
 
-def answer_bonus(p: Passage, wants: frozenset[str], asked: set[str]) -> float:
+def answer_bonus(p: Passage, wants: frozenset[str], asked: set[str],
+                 defines: frozenset[str] = frozenset()) -> float:
     """How much more a passage reads as an answer than its match score says: it holds,
     itself rather than the sentences after it, the kind of thing the question asks for."""
     if p.sentence.text.endswith("?"):
         return -W_OWN_KIND
     bonus = 0.0
-    if wants and has_kind(p, wants, asked, own=True):
+    if wants and has_kind(p, wants, asked, own=True, defines=defines):
         bonus += W_OWN_KIND
     if "code" in wants and _DIRECTIVE.search(p.sentence.text):
         bonus += W_DIRECTIVE
+    if "definition" in wants and defines and defines_term(p.sentence.text, defines):
+        bonus += W_DEFINITION
     return bonus / (1 + RANK_PRIOR * p.rank)
 
 

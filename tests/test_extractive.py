@@ -294,3 +294,14 @@ def test_a_definition_entry_runs_on_through_its_indented_body_and_no_further() -
     quoted = statements[0][0]
     assert "--poll" in quoted and "missing a value" not in quoted
     assert quotes[0] == (72, 75)
+
+
+def test_what_is_x_is_answered_by_the_sentence_that_says_what_x_is() -> None:
+    text = ("## Leaf bundles\n\n"
+            "There are four leaf bundles in the example above, each in its own folder.\n\n"
+            "Like a physical leaf, a leaf bundle is at the end of a branch.\n\n"
+            "A leaf bundle is a directory that contains an `index.md` file and resources.\n")
+    shown = [evidence("E1", text, path="content/bundles.md", start=40)]
+    statements, quotes = answer("What is a leaf bundle?", shown, FakeEmbedder())
+    assert statements[0][0].startswith("A leaf bundle is a directory")
+    assert quotes[0][0] == 46

@@ -69,3 +69,9 @@ def test_a_row_ending_in_an_emoji_code_introduces_nothing() -> None:
     statements, _ = answer("Which features does each edition have?", shown, FakeEmbedder())
     quoted = " ".join(s for s, _ in statements)
     assert quoted and "|" not in quoted  # no raw rows run on after a row's ":x:" ending
+
+
+def test_html_entities_show_as_their_characters_outside_code() -> None:
+    text = "A leaf bundle holds an&nbsp;`index.md`&nbsp;file, R&amp;D notes and `&amp;` code.\n"
+    assert split_sentences(text) == [
+        "A leaf bundle holds an `index.md` file, R&D notes and `&amp;` code."]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from rag.questions import answer_kinds, question_parts
+from rag.questions import answer_kinds, defined_terms, question_parts
 
 
 def test_a_question_in_two_parts_is_split_at_and_which() -> None:
@@ -28,3 +28,13 @@ def test_a_question_that_asks_one_thing_has_no_parts() -> None:
 def test_kinds_of_answer() -> None:
     assert answer_kinds("How many workers run by default?") >= {"number", "code"}
     assert answer_kinds("Since which version is this possible?") == {"version"}
+
+
+def test_what_is_x_asks_for_a_definition_of_x() -> None:
+    assert answer_kinds("What is a leaf bundle?") == {"definition"}
+    assert defined_terms("What's a leaf bundle") == {"leaf", "bundl"}
+    assert defined_terms("What does idempotent mean?") == {"idempot"}
+    # A long "what is ..." asks about something else; "which" never asks for a definition.
+    assert defined_terms("What is the naming scheme for environment variables that "
+                         "override settings?") == frozenset()
+    assert "definition" not in answer_kinds("Which port does the server listen on?")
