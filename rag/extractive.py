@@ -15,11 +15,17 @@ from typing import TYPE_CHECKING
 
 from rag.markup import version_marker
 from rag.passages import FACT, split_sentences
-from rag.questions import (MAX_PARTS, Part, answer_kinds, asks_when, defined_terms, query_terms,
-                           question_parts)
+from rag.questions import (
+    MAX_PARTS,
+    Part,
+    answer_kinds,
+    asks_when,
+    defined_terms,
+    query_terms,
+    question_parts,
+)
 from rag.records import Evidence
-from rag.scoring import (WINDOW_WORDS, Passage, PassageScorer, defines_term, is_release_note,
-                         share)
+from rag.scoring import WINDOW_WORDS, Passage, PassageScorer, defines_term, is_release_note, share
 
 __all__ = ["ExtractiveGenerator", "PassageScorer", "answer_kinds", "choose", "split_sentences"]
 
