@@ -31,6 +31,7 @@ adjacent unbounded quantifiers), so no line can make it slow.
 
 from __future__ import annotations
 
+import html
 import re
 from collections.abc import Sequence
 
@@ -248,3 +249,68 @@ def clean_markup(text: str, *, mdx: bool = False) -> str:
 def is_mdx(path: str) -> bool:
     """True for files whose markup is MDX (``.mdx``)."""
     return path.lower().endswith(".mdx")
+
+
+# --- a chunk that starts inside a code block --------------------------------------------------
+
+_ANY_FENCE = re.compile(r"^\s*(?:`{3,}|~{3,})")
+_WORD_TOKEN = re.compile(r"^[A-Za-z][a-z'’-]*[,.;:!?)]?$")
+# Markdown that never sits inside a code block: a list item, a table row, an image, a link.
+_MARKDOWN_LINE = re.compile(r"^\s*(?:[-*+]\s+\S|\d+[.)]\s+\S|\||!\[|\[[^\]]*\]\()")
+_SECTION = re.compile(r"^#{1,6}\s+\S")  # a chunk that opens with a heading starts in prose
+_CODE_LINE = re.compile(r"^\s|^[{}\[\]()\"'<>#@/=;]|[{}\[\](),;:]$|\s=\s")
+CODE_LIKE_LINES = 2
+
+
+def _prose(line: str) -> bool:
+    """A line that reads as a sentence: mostly plain words, six or more."""
+    words = line.split()
+    return len(words) >= 6 and sum(map(bool, map(_WORD_TOKEN.match, words))) * 10 >= len(
+        words) * 6
+
+
+def code_continuation(lines: Sequence[str]) -> int:
+    """How many lines at the top of a chunk continue a fenced code block that an earlier
+    chunk opened (a long block is split between chunks): 0 when the chunk starts in prose.
+
+    The chunk alone cannot say for sure, so it is read as starting in code only when the
+    evidence agrees: its first fence is a bare one (a fence with a language opens a
+    block), every line before it is code-like (at least two), and what follows the fence
+    is not code-like (a closing fence is followed by prose; an opening one by code). With
+    no fence at all, every line must be code-like. Anything that reads as prose, a list,
+    a table or a heading keeps it prose."""
+    end = next((i for i, line in enumerate(lines) if _ANY_FENCE.match(line)), len(lines))
+    if end < len(lines) and lines[end].strip().lstrip("`~").strip():
+        return 0  # "```python" opens a block
+    before = [line for line in lines[:end] if line.strip()]
+    if len(before) < CODE_LIKE_LINES or _SECTION.match(before[0]) or not all(
+            _CODE_LINE.search(line) and not _prose(line) and not _MARKDOWN_LINE.match(line)
+            for line in before):
+        return 0
+    after = next((line for line in lines[end + 1:] if line.strip()), "")
+    if after and _CODE_LINE.search(after) and not _prose(after) \
+            and not _MARKDOWN_LINE.match(after) and not _SECTION.match(after):
+        return 0  # the fence opens a block: code follows it
+    return min(end + 1, len(lines))
+
+
+# --- HTML entities ----------------------------------------------------------------------------
+
+_ENTITY = re.compile(r"&(?:[A-Za-z][A-Za-z0-9]{1,31}|#[0-9]{1,7}|#[xX][0-9A-Fa-f]{1,6});")
+_CODE_SPAN = re.compile(r"(`+)[^`].*?\1")
+
+
+def show_entities(text: str) -> str:
+    """Prose with HTML entities shown as their characters (&nbsp; as a space, &amp; as
+    &), as the rendered page shows them; code spans keep theirs, as Markdown does."""
+    out, pos = [], 0
+    for span in _CODE_SPAN.finditer(text):
+        out += [_ENTITY.sub(_entity, text[pos:span.start()]), span.group()]
+        pos = span.end()
+    out.append(_ENTITY.sub(_entity, text[pos:]))
+    return "".join(out)
+
+
+def _entity(match: re.Match[str]) -> str:
+    shown = html.unescape(match.group())
+    return " " if shown in ("\xa0", "\u2002", "\u2003", "\u2009") else shown

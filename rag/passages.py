@@ -10,12 +10,17 @@ label check are the guarantees), fragments and sentences cut short.
 
 from __future__ import annotations
 
-import html
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from rag.markup import VERSION_SHORTCODE, marker_words, version_marker
+from rag.markup import (
+    VERSION_SHORTCODE,
+    code_continuation,
+    marker_words,
+    show_entities,
+    version_marker,
+)
 
 _FENCE = re.compile(r"^\s*(`{3,}|~{3,})")
 # One line of a command's option list, as CLI generators print it: an option, then two or
@@ -60,32 +65,12 @@ def is_markup_line(line: str) -> bool:
     return bool(_MARKUP_LINE.match(line.strip()))
 
 
-_ENTITY = re.compile(r"&(?:[A-Za-z][A-Za-z0-9]{1,31}|#[0-9]{1,7}|#[xX][0-9A-Fa-f]{1,6});")
-_CODE_SPAN = re.compile(r"(`+)[^`].*?\1")
-
-
-def _show_entities(text: str) -> str:
-    """Prose with HTML entities shown as their characters (&nbsp; as a space, &amp; as
-    &), as the rendered page shows them; code spans keep theirs, as Markdown does."""
-    out, pos = [], 0
-    for span in _CODE_SPAN.finditer(text):
-        out += [_ENTITY.sub(_entity, text[pos:span.start()]), span.group()]
-        pos = span.end()
-    out.append(_ENTITY.sub(_entity, text[pos:]))
-    return "".join(out)
-
-
-def _entity(match: re.Match[str]) -> str:
-    shown = html.unescape(match.group())
-    return " " if shown in ("\xa0", "\u2002", "\u2003", "\u2009") else shown
-
-
 def clean_inline(text: str) -> str:
     """Text with inline HTML tags removed (console blocks colour their output with them)
     and HTML entities shown as the characters they stand for."""
     if "<" in text:
         text = _HTML_TAG.sub("", text)
-    return _show_entities(text) if "&" in text else text
+    return show_entities(text) if "&" in text else text
 
 
 def show_links(text: str) -> str:
@@ -164,6 +149,7 @@ def read_blocks(text: str, first_line_is_file_start: bool = False) -> list[Block
     if first_line_is_file_start and raw and raw[0].strip() == "---":  # front matter
         end = next((j for j in range(1, len(raw)) if raw[j].strip() == "---"), None)
         i = end + 1 if end is not None else len(raw)
+    in_code = 0 if first_line_is_file_start else code_continuation(raw)  # a split block's tail
     current: list[int] = []
 
     group = -1  # first line of the definition-list entry that indented blocks continue
@@ -197,6 +183,9 @@ def read_blocks(text: str, first_line_is_file_start: bool = False) -> list[Block
             flush()
             blocks.append(Block("item", i, i, (" ".join(line.split()),), heading,
                                 heading_line, fact_line, fact, entry=True, group=i))
+            i += 1
+            continue
+        if i < in_code:  # the rest of a code block opened in an earlier chunk: not prose
             i += 1
             continue
         marker = version_marker(line)

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from rag.markup import clean_markup, display_line, display_lines
+from rag.markup import clean_markup, code_continuation, display_line, display_lines
+from rag.passages import read_blocks
+from rag.passages import sentences as passage_sentences
 
 
 @pytest.mark.parametrize("line, shown", [
@@ -108,3 +110,22 @@ def test_a_version_marker_shortcode_reads_as_its_words() -> None:
     assert display_lines(["{{< new-in 0.140.0 />}}", ": {{< deprecated-in v0.144.0 >}}",
                           "{{< code-toggle file=hugo >}}"]) == [
         "New in 0.140.0", ": Deprecated in v0.144.0", ""]
+
+
+def test_a_chunk_that_starts_inside_a_split_code_block_is_read_as_code_to_its_fence() -> None:
+    tail = ['          "type": "null"', "        }", "      ],", '  "title": "Main"', "}",
+            '"""', "```", "", "1. This produces a dict of the model's schema."]
+    assert code_continuation(tail) == 7  # through the closing fence
+    # Prose, a list, a heading, or a fence with a language before it: not inside code.
+    assert code_continuation(["## Usage", "", "Run it:", "```"]) == 0
+    assert code_continuation(["* `pydantic.errors.IntegerError`", "* `x.y`", "```"]) == 0
+    assert code_continuation(["    }", "}", "```python", "x = 1", "```"]) == 0
+    # A bare fence followed by code opens a block: what stands before it is not code.
+    assert code_continuation(["print(a)", "print(b)", "```", "x = 1", "```"]) == 0
+
+
+def test_a_split_code_blocks_tail_is_never_quoted_as_prose() -> None:
+    tail = ('    "required": ["foo_bar"],\n    "title": "Main"\n}\n"""\n```\n\n'
+            "Calling `json.dumps` on the schema dict produces a JSON string.\n")
+    sentences = [s.text for s in passage_sentences(read_blocks(tail))]
+    assert sentences == ["Calling `json.dumps` on the schema dict produces a JSON string."]
