@@ -7,9 +7,7 @@ content words that one evidence chunk holds, and that all of it holds) and the b
 sentence (its cosine, its lexical overlap, its heading), plus signals that tell "the docs
 cover this" from "the docs use these words": how far the best dense hit stands above the
 k-th (an answered question has one clear best place; an unanswered one finds many equally
-vague ones), how many of the best chunks by meaning are also the best by words (search
-by meaning and by words agree on where an answer is; on a question the docs do not
-cover each finds its own near misses), the weighted share of question words the whole
+vague ones), the weighted share of question words the whole
 index lacks (a product, tool or option the docs never name), the share of the question's
 words, weighted by their rarity in the whole index (BM25 IDF), that the single best
 passage holds (an answer is one place that names what was asked, not words scattered over
@@ -40,7 +38,7 @@ from rag.text import content_words, tokens
 
 BUNDLED_MODEL = Path(__file__).with_name("abstention.json")
 FEATURES = ("lexical_top", "coverage", "union_coverage", "missing_names", "best_dense",
-            "best_lexical", "best_heading", "dense_gap", "absent_share", "agreement",
+            "best_lexical", "best_heading", "dense_gap", "absent_share",
             "best_idf_coverage", "fitting_dense")
 # A name in a question: a capitalised word past the first, or a word with a digit, an
 # underscore, a dot or a slash inside (HorizontalPodAutoscaler, pool_size, HTTP/3, 413).
@@ -54,16 +52,15 @@ def signals(question: str, evidence: Sequence[Evidence], passages: Sequence[Pass
             size: int = 0) -> dict[str, float]:
     """The raw signals for one question (see the module docstring). ``passages``: the
     evidence's passages scored against the question, best first (rag.extractive);
-    ``dense``, ``lexical``: the best hits of search by meaning (DENSE_K) and by words
-    (AGREE_K), best first; ``document_frequency``: how many of the index's ``size`` chunks
-    hold a BM25 word, or None where the index cannot say (every word then weighs 1 and
-    none counts as absent)."""
+    ``dense``, ``lexical``: the best hits of search by meaning (DENSE_K) and by words,
+    best first; ``document_frequency``: how many of the index's ``size`` chunks hold a
+    BM25 word, or None where the index cannot say (every word then weighs 1 and none
+    counts as absent)."""
     from rag.verification import missing_words, support_score
 
     missing = set(missing_words(question, evidence))
     words = content_words(question)
     lexical_top = lexical[0].score if lexical else 0.0
-    by_words = {h.chunk.chunk_id for h in lexical[:AGREE_K]}
     # The question's BM25 words, each weighed by its rarity in the index.
     found = {w: document_frequency(w) if document_frequency else 1
              for w in dict.fromkeys(tokenize(question))}
@@ -81,7 +78,6 @@ def signals(question: str, evidence: Sequence[Evidence], passages: Sequence[Pass
         "best_lexical": max((p.lexical for p in passages), default=0.0),
         "best_heading": best.heading_match if best else 0.0,
         "dense_gap": dense[0].score - dense[-1].score if dense else 0.0,
-        "agreement": sum(h.chunk.chunk_id in by_words for h in dense[:AGREE_K]) / AGREE_K,
         "absent_share": sum(weight[w] for w, n in found.items() if n == 0) / total,
         "best_idf_coverage": sum(v for w, v in weight.items() if w in held) / total,
         "fitting_dense": max((p.dense for p in fitting(question, passages)), default=0.0),
@@ -89,7 +85,6 @@ def signals(question: str, evidence: Sequence[Evidence], passages: Sequence[Pass
 
 
 DENSE_K = 10  # dense_gap: the best dense hit against the k-th
-AGREE_K = 5  # agreement: share of the best k dense hits among the best k lexical ones
 
 
 def idf(document_frequency: int, size: int) -> float:

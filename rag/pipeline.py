@@ -113,7 +113,7 @@ class Pipeline:
                            groups: frozenset[str]) -> dict[str, float]:
         """What the abstention model reads: best dense and BM25 hits, coverage, and how
         well the best evidence sentence matches (see rag.abstention)."""
-        from rag.abstention import AGREE_K, DENSE_K, signals
+        from rag.abstention import DENSE_K, signals
 
         def top(mode: str, k: int) -> list[SearchHit]:
             return self.retriever.search(question, k=k, mode=mode, groups=groups)
@@ -121,7 +121,7 @@ class Pipeline:
         passages = self.scorer().passages(question, evidence)
         lexical = getattr(getattr(self.retriever, "index", None), "lexical", None)
         return signals(question, evidence, passages, top("dense", DENSE_K),
-                       top("lexical", AGREE_K), getattr(lexical, "document_frequency", None),
+                       top("lexical", 1), getattr(lexical, "document_frequency", None),
                        getattr(lexical, "size", 0))
 
     def answerable(self, question: str, evidence: Sequence[Evidence],

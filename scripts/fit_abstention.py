@@ -12,7 +12,7 @@ The final model is fitted on all cases and written as JSON (default rag/abstenti
 
 Refit after any change to chunking, retrieval or the extractive scorer:
 
-    python scripts/fit_abstention.py        # both default sets; indexes built if missing
+    python scripts/fit_abstention.py        # the five default sets; indexes built if missing
     python scripts/fit_abstention.py --set EVAL DOCS INDEX [--set ...]
 """
 
@@ -32,10 +32,14 @@ sys.path.insert(0, str(REPO))
 from rag.abstention import BUNDLED_MODEL, FEATURES
 from rag.embedding import DEFAULT_MODEL_NAME
 
-# The FastAPI dev set and the project's own eval: two corpora of very different size, so the
-# model does not learn one corpus's score scale.
+# Five docs sets of different size and style (see evals/README.md), so the model does not
+# learn one corpus's score scale: the FastAPI dev set, the project's own eval, and three
+# more written here over Hugo's, Pydantic's and Prettier's docs.
 DEFAULT_SETS = [["../shared/evals/fastapi.jsonl", "../shared/corpora/fastapi", "indexes/fastapi"],
-                ["corpus/eval.jsonl", "corpus", "indexes/corpus"]]
+                ["corpus/eval.jsonl", "corpus", "indexes/corpus"],
+                ["evals/hugo.jsonl", "../shared/corpora/hugo", "indexes/hugo"],
+                ["evals/pydantic.jsonl", "evals/corpora/pydantic", "indexes/pydantic"],
+                ["evals/prettier.jsonl", "evals/corpora/prettier", "indexes/prettier"]]
 MAX_FALSE_ABSTENTION = 0.05  # the threshold keeps at most this share of answerable cases out
 
 

@@ -16,9 +16,12 @@ from rag.chunking import (
 )
 from rag.records import Chunk
 from tests.conftest import CORPORA as SHARED_CORPORA
+from tests.conftest import REPO
 
 FIXTURES = Path(__file__).parent / "fixtures" / "docs"
 CORPORA = [SHARED_CORPORA / "fastapi", SHARED_CORPORA / "hugo"]
+# Two more docs sets of other shapes (MkDocs, Docusaurus), kept in the repo (evals/README.md).
+EVAL_CORPORA = [REPO / "evals" / "corpora" / "pydantic", REPO / "evals" / "corpora" / "prettier"]
 
 
 def words(text: str) -> int:
@@ -382,13 +385,14 @@ def only_non_content(chunk_text: str) -> bool:
 
 
 def corpus_files() -> list[Path]:
-    return sorted(f for root in CORPORA for f in root.rglob("*") if f.suffix in (".md", ".mdx"))
+    return sorted(f for root in [*CORPORA, *EVAL_CORPORA] for f in root.rglob("*")
+                  if f.suffix in (".md", ".mdx"))
 
 
 @pytest.mark.skipif(not all(p.is_dir() for p in CORPORA), reason="shared corpora not present")
 def test_real_corpora_invariants() -> None:
     files = corpus_files()
-    assert len(files) > 1100
+    assert len(files) > 1200
     for path in files:
         text = path.read_text(encoding="utf-8")
         chunks = chunk(text, str(path), max_tokens=200, min_tokens=24)

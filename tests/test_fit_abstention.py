@@ -138,20 +138,6 @@ def test_dense_gap_is_the_best_hit_against_the_last() -> None:
     assert _signals("static", DOCS[0], [])["dense_gap"] == 0.0
 
 
-def test_search_by_meaning_and_by_words_agreeing_on_chunks() -> None:
-    evidence = [Evidence("E1", make_hit("c1", text=DOCS[0], heading=None))]
-    dense = _hits([0.9, 0.8, 0.7, 0.6, 0.5, 0.4], ids="abcdef")
-
-    def agreement(lexical_ids: str) -> float:
-        lexical = _hits([5.0] * len(lexical_ids), ids=lexical_ids)
-        return signals("static", evidence, [], dense, lexical)["agreement"]
-
-    assert agreement("abcde") == 1.0
-    assert agreement("bxaey") == 3 / 5
-    assert agreement("fxyzw") == 0.0  # "f" is the sixth by meaning: past the top five
-    assert agreement("") == 0.0
-
-
 def test_without_word_statistics_no_word_counts_as_absent() -> None:
     evidence = [Evidence("E1", make_hit("c1", text=DOCS[0], heading=None))]
     values = signals("mount static files on Kubernetes", evidence, [], _hits([0.5]), [])
