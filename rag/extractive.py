@@ -9,6 +9,7 @@ it came from, so its citation is line-precise.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -77,6 +78,27 @@ def _with_heading_fact(p: Passage, question: str,
     if near:
         lines = (chunk.start_line + block.fact_line, lines[1])
     return f"{fact}: {text}", lines
+
+
+# A section named by one identifier ("## `date_from_datetime_inexact`", "### `slug`"), as
+# in reference pages: its first sentence ("This error is raised when...") says what the
+# name is, and the answer must say the name.
+_NAME_HEADING = re.compile(r"^`[^`\s]+`$")
+NAME_REACH = 2  # the quote starts this many lines below the heading, at most
+
+
+def _with_heading_name(p: Passage, quote: tuple[str, tuple[int, int]],
+                       ) -> tuple[str, tuple[int, int]]:
+    """A quote that opens a section named by one identifier starts with that name, and its
+    lines with the heading's."""
+    text, lines = quote
+    name = p.block.heading.split(" > ")[-1].strip()
+    if p.section < 0 or not _NAME_HEADING.match(name) or name.strip("`") in text:
+        return quote
+    heading_line = p.evidence.chunk.start_line + p.section
+    if not 0 < lines[0] - heading_line <= NAME_REACH:
+        return quote
+    return f"{name}: {text}", (heading_line, lines[1])
 
 
 def _window_quote(p: Passage, limit: int = WINDOW_WORDS, stop: int = 0,
@@ -189,12 +211,12 @@ def choose(question: str, passages: Sequence[Passage]) -> list[Quote]:
             if lead:
                 text = " ".join([*(q.text for q in lead), text])
                 lines = (lead[0].lines[0], lines[1])
-            text, lines = _with_heading_fact(p, question, (text, lines))
+            text, lines = _with_heading_fact(p, question, _with_heading_name(p, (text, lines)))
         else:  # a further quote runs on a little too, short of the next quote it meets
             stop = min((c.lines[0] for c in chosen if c.evidence.label == p.evidence.label
                         and c.lines[0] > p.lines[1]), default=0)
-            text, lines = _with_heading_fact(
-                p, question, _window_quote(p, FURTHER_WINDOW_WORDS, stop)[:2])
+            text, lines = _with_heading_fact(p, question, _with_heading_name(
+                p, _window_quote(p, FURTHER_WINDOW_WORDS, stop)[:2]))
         prev = quotes[-1] if quotes else None
         if prev is not None and prev.label == p.evidence.label and 0 <= lines[0] - prev.lines[1] <= 2:
             quotes[-1] = Quote(f"{prev.text} {text}", prev.label, (prev.lines[0], lines[1]))

@@ -305,3 +305,14 @@ def test_what_is_x_is_answered_by_the_sentence_that_says_what_x_is() -> None:
     statements, quotes = answer("What is a leaf bundle?", shown, FakeEmbedder())
     assert statements[0][0].startswith("A leaf bundle is a directory")
     assert quotes[0][0] == 46
+
+
+def test_a_quote_opening_a_section_named_by_an_identifier_says_the_name() -> None:
+    text = ("## `date_from_datetime_inexact`\n\n"
+            "This error is raised when the input `datetime` value for a `date` field has a "
+            "nonzero time component.\n")
+    shown = [evidence("E1", text, path="errors/validation_errors.md", start=296)]
+    statements, quotes = answer("Which error do I get when a datetime with a time is passed "
+                                "to a date field?", shown, FakeEmbedder())
+    assert statements[0][0].startswith("`date_from_datetime_inexact`: This error is raised")
+    assert quotes[0] == (296, 298)  # the heading's line is cited with the sentence
