@@ -113,14 +113,17 @@ class Part:
 def question_parts(question: str) -> list[Part]:
     """The parts of a question that asks several things, or [] when it asks one. Parts
     are the sentences that end in "?" and their clauses joined by "and how", "and
-    which"...; sentences that set the scene are context, not parts, and so is a clause
-    without a content word of its own."""
+    which"...; sentences that set the scene are context, not parts. A clause without a
+    content word of its own ("Why not, and how do I fix it?") asks about that scene, so
+    it takes the scene's words; with no scene, it is no part."""
+    sentences = _ASKED_END.split(question.strip())
+    scene = " ".join(s for s in sentences if not s.endswith("?"))
     found = []
-    for asked in _ASKED_END.split(question.strip()):
+    for asked in sentences:
         if not asked.endswith("?"):
             continue
         for piece in _PART_BREAK.split(asked):
-            words = query_terms(piece)
+            words = query_terms(piece) or query_terms(scene)
             if words:
                 found.append(Part(piece, tuple(words), answer_kinds(piece)))
     return found[:MAX_PARTS] if len(found) > 1 else []

@@ -38,3 +38,12 @@ def test_what_is_x_asks_for_a_definition_of_x() -> None:
     assert defined_terms("What is the naming scheme for environment variables that "
                          "override settings?") == frozenset()
     assert "definition" not in answer_kinds("Which port does the server listen on?")
+
+
+def test_a_clause_with_no_words_of_its_own_asks_about_the_scene() -> None:
+    question = ("My pattern with a lookahead worked in v1 but fails in v2. Why, and can I go "
+                "back to Python's regex engine?")
+    parts = question_parts(question)
+    assert [p.text for p in parts] == ["Why", "can I go back to Python's regex engine?"]
+    assert "lookahead" in parts[0].terms and "reason" in parts[0].kinds
+    assert question_parts("The docs say X. Why?") == []  # one thing asked: no parts
