@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import html
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 SHORTCODE_MAX_LINES = 20  # a `{{<` not closed within this many lines is plain text
 
@@ -300,15 +300,20 @@ _ENTITY = re.compile(r"&(?:[A-Za-z][A-Za-z0-9]{1,31}|#[0-9]{1,7}|#[xX][0-9A-Fa-f
 _CODE_SPAN = re.compile(r"(`+)[^`].*?\1")
 
 
+def outside_code(text: str, change: Callable[[str], str]) -> str:
+    """``text`` with ``change`` applied to the prose between its code spans only."""
+    out, pos = [], 0
+    for span in _CODE_SPAN.finditer(text):
+        out += [change(text[pos:span.start()]), span.group()]
+        pos = span.end()
+    out.append(change(text[pos:]))
+    return "".join(out)
+
+
 def show_entities(text: str) -> str:
     """Prose with HTML entities shown as their characters (&nbsp; as a space, &amp; as
     &), as the rendered page shows them; code spans keep theirs, as Markdown does."""
-    out, pos = [], 0
-    for span in _CODE_SPAN.finditer(text):
-        out += [_ENTITY.sub(_entity, text[pos:span.start()]), span.group()]
-        pos = span.end()
-    out.append(_ENTITY.sub(_entity, text[pos:]))
-    return "".join(out)
+    return outside_code(text, lambda prose: _ENTITY.sub(_entity, prose))
 
 
 def _entity(match: re.Match[str]) -> str:

@@ -18,6 +18,7 @@ from rag.markup import (
     VERSION_SHORTCODE,
     code_continuation,
     marker_words,
+    outside_code,
     show_entities,
     version_marker,
 )
@@ -73,9 +74,17 @@ def clean_inline(text: str) -> str:
     return show_entities(text) if "&" in text else text
 
 
+# A shortcut reference link, "[regex crate]" (its definition elsewhere in the file): a
+# bracketed phrase that starts with a letter, standing apart from words and code.
+_SHORTCUT_LINK = re.compile(r"(?<![\w\]\\!`])\[([A-Za-z][^\[\]\n`]*[\w.)])\](?![\[(:\w`])")
+
+
 def show_links(text: str) -> str:
     """Prose with inline links shown as their text, as the rendered page shows them."""
-    return _INLINE_LINK.sub(r"\1", text) if "](" in text or "][" in text else text
+    if "](" in text or "][" in text:
+        text = _INLINE_LINK.sub(r"\1", text)
+    return outside_code(text, lambda prose: _SHORTCUT_LINK.sub(r"\1", prose)) \
+        if "[" in text else text
 
 
 def _unquote(line: str) -> str:

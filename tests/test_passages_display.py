@@ -75,3 +75,11 @@ def test_html_entities_show_as_their_characters_outside_code() -> None:
     text = "A leaf bundle holds an&nbsp;`index.md`&nbsp;file, R&amp;D notes and `&amp;` code.\n"
     assert split_sentences(text) == [
         "A leaf bundle holds an `index.md` file, R&D notes and `&amp;` code."]
+
+
+def test_a_shortcut_reference_link_shows_its_text_but_code_keeps_its_brackets() -> None:
+    text = ("Pydantic V2 uses the Rust [regex crate] instead of Python's. Install it with "
+            "`pip install -e \".[local]\"` or pip install pydantic[email] today.\n")
+    assert split_sentences(text) == [
+        "Pydantic V2 uses the Rust regex crate instead of Python's.",
+        "Install it with `pip install -e \".[local]\"` or pip install pydantic[email] today."]
