@@ -72,7 +72,7 @@ from rag.visibility import read_visibility
 HEADING_SEPARATOR = " > "
 # Raised whenever the rules change what chunks a file gives; an index built under other
 # rules re-chunks every file on the next `rag index` (vectors of unchanged text are kept).
-CHUNK_RULES = 4
+CHUNK_RULES = 5
 
 # Patterns are applied to single lines with fullmatch/match; cheap first-character checks
 # in _scan keep most lines away from them. None has two unbounded quantifiers that can

@@ -15,8 +15,9 @@ What is removed (outside fenced code blocks unless said otherwise):
   ``SHORTCODE_MAX_LINES``). The escaped form ``{{</* x */>}}``, which Hugo renders as
   the literal text ``{{< x >}}``, is shown that way. A version marker such as
   ``{{< new-in 0.140.0 />}}`` is shown as its words, "New in 0.140.0", as Hugo shows a badge.
-* Admonition and block markers, keeping their titles: MkDocs ``!!! note "Title"`` and
-  ``??? tip`` (their 4-space-indented content is shown dedented), pymdownx blocks
+* Admonition and block markers, keeping their titles: MkDocs ``!!! note "Title"``,
+  ``??? tip`` and content tabs ``=== "pip"`` (their 4-space-indented content is shown
+  dedented), pymdownx blocks
   ``/// note | Title`` ... ``///``, Docusaurus ``:::tip Title`` (or ``:::tip[Title]``)
   ... ``:::``.
 * Lines that start with an HTML or JSX tag lose their tags (``<TabItem value="x">``
@@ -45,6 +46,7 @@ _LINK_DEFINITION = re.compile(
 _MKDOCS = re.compile(
     r" {0,3}(?:!!!|\?\?\?\+?)[ \t]+[\w-]+(?:[ \t]+[\w-]+)*(?:[ \t]+\"([^\"]*)\")?"
 )
+_TABBED = re.compile(r' {0,3}={3}[!+]?[ \t]+"([^"]*)"')  # MkDocs content tab: === "pip"
 _PYMDOWNX = re.compile(r" {0,3}/{3,}(?:[ \t]*[\w-]+(?:[ \t]*\|(.*))?)?")
 _DOCUSAURUS = re.compile(r" {0,3}:{3,}(?:[\w-]+)?(.*)")
 _TAG = re.compile(r"</?[A-Za-z][\w.-]*(?:[ \t/][^<>]*)?>")  # not autolinks like <https://x>
@@ -182,6 +184,9 @@ class _Scanner:
         if first in "!?" and (m := _MKDOCS.fullmatch(stripped)):
             self.indented = True
             return m[1] or ""
+        if first == "=" and (m := _TABBED.fullmatch(stripped)):
+            self.indented = True
+            return m[1]
         if first == "/" and (m := _PYMDOWNX.fullmatch(stripped)):
             return (m[1] or "").strip()
         if first == ":" and (m := _DOCUSAURUS.fullmatch(stripped)):

@@ -129,3 +129,15 @@ def test_a_split_code_blocks_tail_is_never_quoted_as_prose() -> None:
             "Calling `json.dumps` on the schema dict produces a JSON string.\n")
     sentences = [s.text for s in passage_sentences(read_blocks(tail))]
     assert sentences == ["Calling `json.dumps` on the schema dict produces a JSON string."]
+
+
+def test_mkdocs_content_tabs_show_their_title_and_dedented_body() -> None:
+    lines = ['=== "pip"', "", "    ```bash", "    pip install pydantic", "    ```",
+             '=== "uv"', "    uv add pydantic", "Back to text."]
+    assert display_lines(lines) == ["pip", "", "```bash", "pip install pydantic", "```",
+                                    "uv", "uv add pydantic", "Back to text."]
+    text = ("The attribute name is used for validation.\n\n"
+            '=== "`validate_by_alias` and `validate_by_name`"\n\n'
+            "    Both names are accepted here.\n")
+    assert [s.text for s in passage_sentences(read_blocks(text))] == [
+        "The attribute name is used for validation.", "Both names are accepted here."]
