@@ -70,8 +70,9 @@ from rag.sizing import Sizer, Span, Unit, heading_path, merge_small, trim
 from rag.visibility import read_visibility
 
 HEADING_SEPARATOR = " > "
-# Raised whenever the rules change what chunks a file gives; an index built under other
-# rules re-chunks every file on the next `rag index` (vectors of unchanged text are kept).
+# Raised whenever the rules change what chunks a file gives or what of a chunk is embedded
+# (rag.markup's display); an index built under other rules re-chunks every file on the
+# next `rag index`, keeping a vector only where its chunk embeds the very same text.
 CHUNK_RULES = 5
 
 # Patterns are applied to single lines with fullmatch/match; cheap first-character checks

@@ -93,6 +93,11 @@ def _hash(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
+def embed_key(chunk: Chunk) -> str:
+    """A short key of the text embedded for a chunk (128 bits of its SHA-256)."""
+    return _hash(embed_text(chunk).encode("utf-8"))[:32]
+
+
 def pattern_matches(pattern: str, rel: str) -> bool:
     """A groups_by_path pattern against a docs-relative path, ignoring case on every
     filesystem: ``internal/*`` restricts ``Internal/x.md`` too, so a folder's spelling can
@@ -172,7 +177,8 @@ def build_index(
                 f"index {index_root}: {problems[0]}; rebuild with `rag index --rebuild`"
             )
         chunks, manifest_files = chunk_folder(docs_root, old, settings, embedder, report)
-        vectors = _update_vectors(chunks, old, settings, embedder, report, progress)
+        vectors, wanted.embedded = _update_vectors(chunks, old, settings, embedder, report,
+                                                   progress)
         from rag.lexical import LexicalIndex
 
         lexical = LexicalIndex.from_chunks(chunks)
@@ -284,15 +290,13 @@ def _update_vectors(
     embedder: Embedder,
     report: IndexReport,
     progress: Progress | None,
-) -> object:
-    """Keep vectors of unchanged embedded text, embed the rest, drop what left the index."""
+) -> tuple[object, dict[str, str]]:
+    """Keep vectors of unchanged embedded text, embed the rest, drop what left the index;
+    also returns each chunk's embedded-text key, for the manifest."""
     wanted = {store.faiss_id(c.chunk_id): c for c in chunks}
-    hashes = {fid: _hash(embed_text(c).encode("utf-8")) for fid, c in wanted.items()}
-    old_hash: dict[int, str] = {}
-    if old is not None:
-        old_hash = {store.faiss_id(c.chunk_id): _hash(embed_text(c).encode("utf-8"))
-                    for c in old.chunks}
-    fid_of_hash = {h: fid for fid, h in old_hash.items()}
+    hashes = {fid: embed_key(c) for fid, c in wanted.items()}
+    old_hash = _old_keys(old)
+    fid_of_hash = {h: fid for fid, h in old_hash.items() if h}
     keep = [fid for fid, h in hashes.items() if old_hash.get(fid) == h]
     todo = [fid for fid in wanted if old_hash.get(fid) != hashes[fid]]
     reuse = [fid for fid in todo if hashes[fid] in fid_of_hash]
@@ -325,7 +329,20 @@ def _update_vectors(
     if reused is not None:
         _add(vectors, reuse, reused)
     _add(vectors, embed, fresh)
-    return vectors
+    return vectors, {c.chunk_id: hashes[fid] for fid, c in wanted.items()}
+
+
+def _old_keys(old: store.IndexVersion | None) -> dict[int, str]:
+    """The embedded-text key of each vector of the old index ("" where unknown, so never
+    reused): as its manifest recorded it, or, for an index from before keys were recorded,
+    re-derived with today's rules when they are the rules it was built with."""
+    if old is None:
+        return {}
+    if old.manifest.embedded:
+        return {store.faiss_id(c.chunk_id): old.manifest.embedded.get(c.chunk_id, "")
+                for c in old.chunks}
+    same_rules = old.manifest.chunk_rules == CHUNK_RULES
+    return {store.faiss_id(c.chunk_id): embed_key(c) if same_rules else "" for c in old.chunks}
 
 
 def _add(vectors: object, fids: list[int], matrix: np.ndarray) -> None:

@@ -67,6 +67,9 @@ class Manifest:
     format_version: int = FORMAT_VERSION
     created: float = 0.0
     chunk_rules: int = 0  # chunking.CHUNK_RULES when built; files are re-chunked when it differs
+    # chunk id -> key of the text its vector was computed from (indexing.embed_key), so a
+    # vector is reused only for the very text it came from, whatever the rules of today
+    embedded: dict[str, str] = field(default_factory=dict)
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), indent=1, sort_keys=True)
@@ -85,6 +88,8 @@ class Manifest:
                     "visibility", [])):
                 raise ValueError(f"manifest entry {path!r}: a chunk id or group is not text")
             files[path] = FileEntry(**entry)
+        if not all(isinstance(k, str) for k in data.get("embedded", {}).values()):
+            raise ValueError("manifest: an embedded-text key is not text")
         return cls(**{**data, "files": files})
 
     def mismatches(self, other: Manifest) -> list[str]:
@@ -104,6 +109,7 @@ _MANIFEST_FIELDS: _Fields = {
     "vector_kind": ((str,), True), "chunking": ((dict,), True), "index_kind": ((str,), True),
     "docs_root": ((str,), False), "files": ((dict,), False), "format_version": ((int,), False),
     "created": ((int, float), False), "chunk_rules": ((int,), False),
+    "embedded": ((dict,), False),
 }
 _FILE_FIELDS: _Fields = {
     "source_id": ((str,), True), "content_hash": ((str,), True), "chunk_ids": ((list,), True),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 from collections.abc import Iterator
@@ -124,6 +125,31 @@ def test_changed_chunking_rules_rechunk_without_reembedding(docs, tmp_path, sett
     assert sorted(again.changed) == sorted(first.added) and again.chunks_embedded == 0
     assert embedder.calls == calls
     assert store.load(tmp_path / "index").manifest.chunk_rules == indexing.CHUNK_RULES
+
+
+def test_text_embedded_differently_under_new_rules_is_embedded_again(docs, tmp_path, settings,
+                                                                  embedder, monkeypatch):
+    first = _index(docs, tmp_path, settings, embedder)
+    shown = indexing.embed_text  # new rules show every chunk a little differently
+    monkeypatch.setattr(indexing, "embed_text", lambda chunk: shown(chunk) + "\n(shown anew)")
+    monkeypatch.setattr(indexing, "CHUNK_RULES", indexing.CHUNK_RULES + 1)
+    again = _index(docs, tmp_path, settings, embedder)
+    assert again.chunks_embedded == again.chunks_total == first.chunks_total
+    assert store.load(tmp_path / "index").vectors.ntotal == first.chunks_total
+
+
+def test_an_index_that_recorded_no_embedded_text_is_re_embedded_under_new_rules(
+        docs, tmp_path, settings, embedder, monkeypatch):
+    first = _index(docs, tmp_path, settings, embedder)
+    index = tmp_path / "index"
+    manifest = store._read_current(index) / "manifest.json"
+    data = json.loads(manifest.read_text())
+    del data["embedded"]  # as written before the keys were recorded
+    manifest.write_text(json.dumps(data))
+    monkeypatch.setattr(indexing, "CHUNK_RULES", indexing.CHUNK_RULES + 1)
+    again = _index(docs, tmp_path, settings, embedder)
+    assert again.chunks_embedded == first.chunks_total  # its vectors' text is unknown
+    assert store.load(index).vectors.ntotal == first.chunks_total  # none left twice
 
 
 def test_mdx_pages_are_indexed_without_their_markup(docs, tmp_path, settings, embedder):
