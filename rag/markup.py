@@ -324,3 +324,35 @@ def show_entities(text: str) -> str:
 def _entity(match: re.Match[str]) -> str:
     shown = html.unescape(match.group())
     return " " if shown in ("\xa0", "\u2002", "\u2003", "\u2009") else shown
+
+
+# --- table rows -------------------------------------------------------------------------------
+
+_CELL_SPLIT = re.compile(r"(?<!\\)\|")  # a pipe, unless escaped (GFM: "\|" inside a cell)
+_HTML_CODE = re.compile(r"<code>(.*?)</code>")
+_ESCAPE = re.compile(r"\\([!-/:-@\[-`{-~])")  # a Markdown backslash escape
+
+
+def table_cells(line: str) -> list[str]:
+    """The cells of a pipe-table row, stripped ("\\|" in a cell is a pipe)."""
+    body = line.strip().removeprefix("|")
+    if body.endswith("|") and not body.endswith("\\|"):
+        body = body[:-1]
+    return [c.strip().replace("\\|", "|") for c in _CELL_SPLIT.split(body)]
+
+
+def html_code_spans(text: str) -> str:
+    """``<code>x</code>`` as the code span it renders as, its escapes and entities read."""
+    return _HTML_CODE.sub(lambda m: "`" + unescape(m.group(1)) + "`", text) \
+        if "<code>" in text else text
+
+
+def unescape(text: str) -> str:
+    """Markdown backslash escapes and HTML entities as the characters they stand for."""
+    return html.unescape(_ESCAPE.sub(r"\1", text))
+
+
+def prose_escapes(text: str) -> str:
+    """Prose with its backslash escapes ("\\<", "\\*") read, outside code spans."""
+    return outside_code(text, lambda prose: _ESCAPE.sub(r"\1", prose)) if "\\" in text \
+        else text

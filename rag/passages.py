@@ -17,9 +17,12 @@ from dataclasses import dataclass
 from rag.markup import (
     VERSION_SHORTCODE,
     code_continuation,
+    html_code_spans,
     marker_words,
     outside_code,
+    prose_escapes,
     show_entities,
+    table_cells,
     version_marker,
 )
 
@@ -67,10 +70,11 @@ def is_markup_line(line: str) -> bool:
 
 
 def clean_inline(text: str) -> str:
-    """Text with inline HTML tags removed (console blocks colour their output with them)
-    and HTML entities shown as the characters they stand for."""
+    """Text with inline HTML tags removed (console blocks colour their output with them;
+    ``<code>x</code>`` becomes a code span, and code spans keep their tags) and HTML
+    entities shown as the characters they stand for."""
     if "<" in text:
-        text = _HTML_TAG.sub("", text)
+        text = outside_code(html_code_spans(text), lambda prose: _HTML_TAG.sub("", prose))
     return show_entities(text) if "&" in text else text
 
 
@@ -80,7 +84,9 @@ _SHORTCUT_LINK = re.compile(r"(?<![\w\]\\!`])\[([A-Za-z][^\[\]\n`]*[\w.)])\](?![
 
 
 def show_links(text: str) -> str:
-    """Prose with inline links shown as their text, as the rendered page shows them."""
+    """Prose with inline links shown as their text and backslash escapes read ("\\<" as
+    "<"), as the rendered page shows them."""
+    text = prose_escapes(text)
     if "](" in text or "][" in text:
         text = _INLINE_LINK.sub(r"\1", text)
     return outside_code(text, lambda prose: _SHORTCUT_LINK.sub(r"\1", prose)) \
@@ -110,6 +116,7 @@ class Block:
     entry: bool = False  # a definition-list entry (a term line, then ": definition" lines)
     # or one option of a command's option list: a quote of it ends with it
     group: int = -1  # the entry's first line; blocks indented under an entry share it
+    header: tuple[str, ...] = ()  # a table row's column names, when its table has a header
 
 
 def _option_rows(raw: Sequence[str]) -> set[int]:
@@ -160,6 +167,7 @@ def read_blocks(text: str, first_line_is_file_start: bool = False) -> list[Block
         i = end + 1 if end is not None else len(raw)
     in_code = 0 if first_line_is_file_start else code_continuation(raw)  # a split block's tail
     current: list[int] = []
+    header: tuple[str, ...] = ()  # column names of the table being read
 
     group = -1  # first line of the definition-list entry that indented blocks continue
 
@@ -182,7 +190,8 @@ def read_blocks(text: str, first_line_is_file_start: bool = False) -> list[Block
             owner = group if entry else in_entry(current[0])
             if _safe(lines):
                 blocks.append(Block(kind, current[0], current[-1], lines, heading, heading_line,
-                                    fact_line, fact, owner >= 0, owner))
+                                    fact_line, fact, owner >= 0, owner,
+                                    header if kind == "row" else ()))
             current.clear()
 
     option_rows = _option_rows(raw)
@@ -197,6 +206,8 @@ def read_blocks(text: str, first_line_is_file_start: bool = False) -> list[Block
         if i < in_code:  # the rest of a code block opened in an earlier chunk: not prose
             i += 1
             continue
+        if header and not (line.startswith("|") or i in rows):
+            header = ()  # a table ends at the first line that is not one of its rows
         marker = version_marker(line)
         if marker:  # when what follows arrived (or went) is a fact, as in a heading
             fact_line, fact = i, marker
@@ -240,10 +251,17 @@ def read_blocks(text: str, first_line_is_file_start: bool = False) -> list[Block
             flush()
         elif line.startswith("|") or i in rows:
             flush()
-            cells = [c.strip() for c in line.strip("|").split("|")]
-            if not all(set(c) <= set(":- ") for c in cells):
+            cells = table_cells(line)
+            below = raw[i + 1].strip() if i + 1 < len(raw) else ""
+            if all(set(c) <= set(":- ") for c in cells):
+                pass  # the delimiter row
+            elif _DELIMITER_ROW.fullmatch(below):
+                header = tuple(show_links(clean_inline(c)) for c in cells)  # names, not a fact
+            else:
                 current.append(i)
                 flush("row")
+            i += 1
+            continue
         elif _BULLET.match(line):
             flush()
             current.append(i)
@@ -282,7 +300,7 @@ def sentences(blocks: Sequence[Block]) -> list[Sentence]:
             text = show_links(clean_inline(
                 _BULLET.sub("", block.lines[0]) + " " + " ".join(block.lines[1:])))
             if block.kind == "row":
-                text = _row_text(block.lines[0])
+                text = _row_text(block.lines[0], block.header)
             if len(text.split()) >= MIN_WORDS - 1:
                 out.append(Sentence(text.strip(), block.first, block.last, b_index, True))
             continue
@@ -369,10 +387,13 @@ def attachment(blocks: Sequence[Block], sentence: Sentence) -> list[tuple[Block,
     return out
 
 
-def _row_text(line: str) -> str:
-    """A table row as its cells joined by "; " (links shown as their text)."""
-    cells = [c.strip() for c in line.strip().strip("|").split("|")]
-    return show_links(clean_inline("; ".join(c for c in cells if c)))
+def _row_text(line: str, header: Sequence[str] = ()) -> str:
+    """A table row as its cells joined by "; ", each named by its column when the table
+    has a header ("Default: `"all"`; CLI Override: ..."), as a reader pairs them."""
+    cells = [show_links(clean_inline(c)) for c in table_cells(line)]
+    if len(header) == len(cells):
+        cells = [f"{h}: {c}" if h and c else c for h, c in zip(header, cells)]
+    return "; ".join(c for c in cells if c)
 
 
 def quote(sentence: Sentence, attached: list[tuple[Block, int]]) -> tuple[str, int]:

@@ -55,7 +55,7 @@ def test_a_table_without_leading_pipes_is_read_as_rows() -> None:
             "Feature|standard|extended\n:--|:-:|:-:\nCore features|yes|yes\n"
             "LibSass support|no|yes\n\nThe shell pipe in a | b stays prose here.\n")
     sentences = split_sentences(text)
-    assert "LibSass support; no; yes" in sentences
+    assert "Feature: LibSass support; standard: no; extended: yes" in sentences
     assert not any(":--" in s or "|" in s.replace("a | b", "") for s in sentences)
     assert "The shell pipe in a | b stays prose here." in sentences
 
@@ -83,3 +83,21 @@ def test_a_shortcut_reference_link_shows_its_text_but_code_keeps_its_brackets() 
     assert split_sentences(text) == [
         "Pydantic V2 uses the Rust regex crate instead of Python's.",
         "Install it with `pip install -e \".[local]\"` or pip install pydantic[email] today."]
+
+
+def test_a_table_row_names_each_cell_by_its_column() -> None:
+    text = ("Print trailing commas wherever possible in multi-line structures.\n\n"
+            "| Default | CLI Override | API Override |\n| ------- | ---- | ---- |\n"
+            "| `\"all\"` | <code>--trailing-comma \\<all&#124;es5&#124;none></code> | "
+            "<code>trailingComma: \"\\<all&#124;es5&#124;none>\"</code> |\n\n"
+            "| a | b | c |\n")
+    sentences = split_sentences(text)
+    assert sentences[1] == ('Default: `"all"`; CLI Override: `--trailing-comma <all|es5|none>`; '
+                            'API Override: `trailingComma: "<all|es5|none>"`')
+    assert "Default; CLI Override; API Override" not in sentences  # the header alone says nothing
+    assert sentences[2] == "a; b; c"  # a table of its own, without a header
+
+
+def test_backslash_escapes_read_as_their_character_outside_code() -> None:
+    assert split_sentences("Use \\<bool\\> and \\*stars\\* but keep `a\\*b` as it is.\n") == [
+        "Use <bool> and *stars* but keep `a\\*b` as it is."]
