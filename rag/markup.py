@@ -32,9 +32,8 @@ adjacent unbounded quantifiers), so no line can make it slow.
 
 from __future__ import annotations
 
-import html
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 SHORTCODE_MAX_LINES = 20  # a `{{<` not closed within this many lines is plain text
 
@@ -297,62 +296,3 @@ def code_continuation(lines: Sequence[str]) -> int:
             and not _MARKDOWN_LINE.match(after) and not _SECTION.match(after):
         return 0  # the fence opens a block: code follows it
     return min(end + 1, len(lines))
-
-
-# --- HTML entities ----------------------------------------------------------------------------
-
-_ENTITY = re.compile(r"&(?:[A-Za-z][A-Za-z0-9]{1,31}|#[0-9]{1,7}|#[xX][0-9A-Fa-f]{1,6});")
-_CODE_SPAN = re.compile(r"(`+)[^`].*?\1")
-
-
-def outside_code(text: str, change: Callable[[str], str]) -> str:
-    """``text`` with ``change`` applied to the prose between its code spans only."""
-    out, pos = [], 0
-    for span in _CODE_SPAN.finditer(text):
-        out += [change(text[pos:span.start()]), span.group()]
-        pos = span.end()
-    out.append(change(text[pos:]))
-    return "".join(out)
-
-
-def show_entities(text: str) -> str:
-    """Prose with HTML entities shown as their characters (&nbsp; as a space, &amp; as
-    &), as the rendered page shows them; code spans keep theirs, as Markdown does."""
-    return outside_code(text, lambda prose: _ENTITY.sub(_entity, prose))
-
-
-def _entity(match: re.Match[str]) -> str:
-    shown = html.unescape(match.group())
-    return " " if shown in ("\xa0", "\u2002", "\u2003", "\u2009") else shown
-
-
-# --- table rows -------------------------------------------------------------------------------
-
-_CELL_SPLIT = re.compile(r"(?<!\\)\|")  # a pipe, unless escaped (GFM: "\|" inside a cell)
-_HTML_CODE = re.compile(r"<code>(.*?)</code>")
-_ESCAPE = re.compile(r"\\([!-/:-@\[-`{-~])")  # a Markdown backslash escape
-
-
-def table_cells(line: str) -> list[str]:
-    """The cells of a pipe-table row, stripped ("\\|" in a cell is a pipe)."""
-    body = line.strip().removeprefix("|")
-    if body.endswith("|") and not body.endswith("\\|"):
-        body = body[:-1]
-    return [c.strip().replace("\\|", "|") for c in _CELL_SPLIT.split(body)]
-
-
-def html_code_spans(text: str) -> str:
-    """``<code>x</code>`` as the code span it renders as, its escapes and entities read."""
-    return _HTML_CODE.sub(lambda m: "`" + unescape(m.group(1)) + "`", text) \
-        if "<code>" in text else text
-
-
-def unescape(text: str) -> str:
-    """Markdown backslash escapes and HTML entities as the characters they stand for."""
-    return html.unescape(_ESCAPE.sub(r"\1", text))
-
-
-def prose_escapes(text: str) -> str:
-    """Prose with its backslash escapes ("\\<", "\\*") read, outside code spans."""
-    return outside_code(text, lambda prose: _ESCAPE.sub(r"\1", prose)) if "\\" in text \
-        else text

@@ -14,17 +14,8 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from rag.markup import (
-    VERSION_SHORTCODE,
-    code_continuation,
-    html_code_spans,
-    marker_words,
-    outside_code,
-    prose_escapes,
-    show_entities,
-    table_cells,
-    version_marker,
-)
+from rag.inline import clean_inline, row_text, show_links, table_cells
+from rag.markup import VERSION_SHORTCODE, code_continuation, marker_words, version_marker
 
 _FENCE = re.compile(r"^\s*(`{3,}|~{3,})")
 # One line of a command's option list, as CLI generators print it: an option, then two or
@@ -41,12 +32,9 @@ _MARKUP_LINE = re.compile(
     r"|(?:</?[A-Za-z][\w-]*(?:\s[^<>]*)?/?>\s*)+)$"
 )
 _INLINE_SHORTCODE = re.compile(r"\{\{[<%]|[%>]\}\}")
-_HTML_TAG = re.compile(r"</?[A-Za-z][\w-]*(?:\s[^<>]*)?/?>")
 # Blockquote markers ("> ", "> > ") and GitHub/Hugo alert markers ("[!NOTE]") show no text.
 _QUOTE_PREFIX = re.compile(r"^[ \t]{0,3}>(?:[ \t]?>)*[ \t]?")
 _ALERT = re.compile(r"^\[![A-Za-z]+\][+-]?[ \t]*")
-# Inline links show their text: [text](url), [text][ref], [text][] and Hugo's [term](g).
-_INLINE_LINK = re.compile(r"(?<![!\\])\[([^\[\]\n]+)\](?:\([^()\s]*(?:\s+\"[^\"]*\")?\)|\[[^\[\]\n]*\])")
 # Paragraphs that carry evidence-block markup or speak to the assistant are never quoted.
 _MARKUP = re.compile(r"(?i)^(?:evidence\s+e\d+\b|(?:source|lines|heading|content)\s*:)"
                      r"|<\s*/?\s*untrusted|<!--")
@@ -67,30 +55,6 @@ def is_markup_line(line: str) -> bool:
     """A line that only drives the docs generator (admonition marker, shortcode, include,
     link definition, bare HTML tag): never part of a quote."""
     return bool(_MARKUP_LINE.match(line.strip()))
-
-
-def clean_inline(text: str) -> str:
-    """Text with inline HTML tags removed (console blocks colour their output with them;
-    ``<code>x</code>`` becomes a code span, and code spans keep their tags) and HTML
-    entities shown as the characters they stand for."""
-    if "<" in text:
-        text = outside_code(html_code_spans(text), lambda prose: _HTML_TAG.sub("", prose))
-    return show_entities(text) if "&" in text else text
-
-
-# A shortcut reference link, "[regex crate]" (its definition elsewhere in the file): a
-# bracketed phrase that starts with a letter, standing apart from words and code.
-_SHORTCUT_LINK = re.compile(r"(?<![\w\]\\!`])\[([A-Za-z][^\[\]\n`]*[\w.)])\](?![\[(:\w`])")
-
-
-def show_links(text: str) -> str:
-    """Prose with inline links shown as their text and backslash escapes read ("\\<" as
-    "<"), as the rendered page shows them."""
-    text = prose_escapes(text)
-    if "](" in text or "][" in text:
-        text = _INLINE_LINK.sub(r"\1", text)
-    return outside_code(text, lambda prose: _SHORTCUT_LINK.sub(r"\1", prose)) \
-        if "[" in text else text
 
 
 def _unquote(line: str) -> str:
@@ -300,7 +264,7 @@ def sentences(blocks: Sequence[Block]) -> list[Sentence]:
             text = show_links(clean_inline(
                 _BULLET.sub("", block.lines[0]) + " " + " ".join(block.lines[1:])))
             if block.kind == "row":
-                text = _row_text(block.lines[0], block.header)
+                text = row_text(block.lines[0], block.header)
             if len(text.split()) >= MIN_WORDS - 1:
                 out.append(Sentence(text.strip(), block.first, block.last, b_index, True))
             continue
@@ -385,15 +349,6 @@ def attachment(blocks: Sequence[Block], sentence: Sentence) -> list[tuple[Block,
         out.append((block, len(block.lines)))
         j += 1
     return out
-
-
-def _row_text(line: str, header: Sequence[str] = ()) -> str:
-    """A table row as its cells joined by "; ", each named by its column when the table
-    has a header ("Default: `"all"`; CLI Override: ..."), as a reader pairs them."""
-    cells = [show_links(clean_inline(c)) for c in table_cells(line)]
-    if len(header) == len(cells):
-        cells = [f"{h}: {c}" if h and c else c for h, c in zip(header, cells)]
-    return "; ".join(c for c in cells if c)
 
 
 def quote(sentence: Sentence, attached: list[tuple[Block, int]]) -> tuple[str, int]:

@@ -1,0 +1,111 @@
+"""How inline Markdown reads on the rendered page, for quotes: HTML entities and backslash
+escapes as their characters, inline links as their text, inline HTML tags dropped
+(``<code>x</code>`` read as a code span), code spans left as they are, and table rows as
+cells named by their columns.
+
+Block structure (paragraphs, lists, tables, code) is rag/passages.py's part; docs-generator
+markup (shortcodes, admonitions, includes) is rag/markup.py's.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+from collections.abc import Callable, Sequence
+
+__all__ = ["clean_inline", "outside_code", "row_text", "show_entities", "show_links",
+           "table_cells", "unescape"]
+
+# --- code spans and HTML entities -------------------------------------------------------------
+
+_ENTITY = re.compile(r"&(?:[A-Za-z][A-Za-z0-9]{1,31}|#[0-9]{1,7}|#[xX][0-9A-Fa-f]{1,6});")
+_CODE_SPAN = re.compile(r"(`+)[^`].*?\1")
+
+
+def outside_code(text: str, change: Callable[[str], str]) -> str:
+    """``text`` with ``change`` applied to the prose between its code spans only."""
+    out, pos = [], 0
+    for span in _CODE_SPAN.finditer(text):
+        out += [change(text[pos:span.start()]), span.group()]
+        pos = span.end()
+    out.append(change(text[pos:]))
+    return "".join(out)
+
+
+def show_entities(text: str) -> str:
+    """Prose with HTML entities shown as their characters (&nbsp; as a space, &amp; as
+    &), as the rendered page shows them; code spans keep theirs, as Markdown does."""
+    return outside_code(text, lambda prose: _ENTITY.sub(_entity, prose))
+
+
+def _entity(match: re.Match[str]) -> str:
+    shown = html.unescape(match.group())
+    return " " if shown in ("\xa0", "\u2002", "\u2003", "\u2009") else shown
+
+
+# --- escapes, tags and links ------------------------------------------------------------------
+
+_HTML_TAG = re.compile(r"</?[A-Za-z][\w-]*(?:\s[^<>]*)?/?>")
+# Inline links show their text: [text](url), [text][ref], [text][] and Hugo's [term](g).
+_INLINE_LINK = re.compile(r"(?<![!\\])\[([^\[\]\n]+)\](?:\([^()\s]*(?:\s+\"[^\"]*\")?\)|\[[^\[\]\n]*\])")
+_CELL_SPLIT = re.compile(r"(?<!\\)\|")  # a pipe, unless escaped (GFM: "\|" inside a cell)
+_HTML_CODE = re.compile(r"<code>(.*?)</code>")
+_ESCAPE = re.compile(r"\\([!-/:-@\[-`{-~])")  # a Markdown backslash escape
+
+
+def table_cells(line: str) -> list[str]:
+    """The cells of a pipe-table row, stripped ("\\|" in a cell is a pipe)."""
+    body = line.strip().removeprefix("|")
+    if body.endswith("|") and not body.endswith("\\|"):
+        body = body[:-1]
+    return [c.strip().replace("\\|", "|") for c in _CELL_SPLIT.split(body)]
+
+
+def html_code_spans(text: str) -> str:
+    """``<code>x</code>`` as the code span it renders as, its escapes and entities read."""
+    return _HTML_CODE.sub(lambda m: "`" + unescape(m.group(1)) + "`", text) \
+        if "<code>" in text else text
+
+
+def unescape(text: str) -> str:
+    """Markdown backslash escapes and HTML entities as the characters they stand for."""
+    return html.unescape(_ESCAPE.sub(r"\1", text))
+
+
+def prose_escapes(text: str) -> str:
+    """Prose with its backslash escapes ("\\<", "\\*") read, outside code spans."""
+    return outside_code(text, lambda prose: _ESCAPE.sub(r"\1", prose)) if "\\" in text \
+        else text
+
+
+def clean_inline(text: str) -> str:
+    """Text with inline HTML tags removed (console blocks colour their output with them;
+    ``<code>x</code>`` becomes a code span, and code spans keep their tags) and HTML
+    entities shown as the characters they stand for."""
+    if "<" in text:
+        text = outside_code(html_code_spans(text), lambda prose: _HTML_TAG.sub("", prose))
+    return show_entities(text) if "&" in text else text
+
+
+# A shortcut reference link, "[regex crate]" (its definition elsewhere in the file): a
+# bracketed phrase that starts with a letter, standing apart from words and code.
+_SHORTCUT_LINK = re.compile(r"(?<![\w\]\\!`])\[([A-Za-z][^\[\]\n`]*[\w.)])\](?![\[(:\w`])")
+
+
+def show_links(text: str) -> str:
+    """Prose with inline links shown as their text and backslash escapes read ("\\<" as
+    "<"), as the rendered page shows them."""
+    text = prose_escapes(text)
+    if "](" in text or "][" in text:
+        text = _INLINE_LINK.sub(r"\1", text)
+    return outside_code(text, lambda prose: _SHORTCUT_LINK.sub(r"\1", prose)) \
+        if "[" in text else text
+
+
+def row_text(line: str, header: Sequence[str] = ()) -> str:
+    """A table row as its cells joined by "; ", each named by its column when the table
+    has a header ("Default: `"all"`; CLI Override: ..."), as a reader pairs them."""
+    cells = [show_links(clean_inline(c)) for c in table_cells(line)]
+    if len(header) == len(cells):
+        cells = [f"{h}: {c}" if h and c else c for h, c in zip(header, cells)]
+    return "; ".join(c for c in cells if c)
