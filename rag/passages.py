@@ -98,6 +98,12 @@ def _option_rows(raw: Sequence[str]) -> set[int]:
     return rows
 
 
+def _dedent(lines: tuple[str, ...]) -> tuple[str, ...]:
+    """Code lines without the indent they all share (a block inside a tab or admonition)."""
+    indent = min((len(x) - len(x.lstrip()) for x in lines if x.strip()), default=0)
+    return tuple(x[indent:] for x in lines) if indent else lines
+
+
 def _safe(lines: Sequence[str]) -> bool:
     text = " ".join(lines)
     return not any(_MARKUP.search(line.strip()) for line in lines) and not _ADDRESSED.search(
@@ -185,7 +191,8 @@ def read_blocks(text: str, first_line_is_file_start: bool = False) -> list[Block
             j = i + 1
             while j < len(raw) and not raw[j].strip().startswith(mark):
                 j += 1
-            body = tuple(clean_inline(raw[k]).rstrip() for k in range(i + 1, min(j, len(raw))))
+            body = _dedent(tuple(clean_inline(raw[k]).rstrip()
+                                 for k in range(i + 1, min(j, len(raw)))))
             options = [k for k in range(i + 1, min(j, len(raw))) if k in option_rows]
             if options and len(options) * 2 > sum(map(bool, body)):
                 # A command's option list ("  -D, --buildDrafts   include drafts"): each

@@ -44,7 +44,9 @@ def terms(text: str) -> set[str]:
 _ASK_CODE = re.compile(r"(?i)^(?:how\b|what\s+(?:option|parameter|setting|argument|command|"
                        r"flag|decorator|function|class|method)|which\s+(?:option|parameter|"
                        r"setting|argument|command|flag|decorator|function|class|method|package)"
-                       r"|is\s+there\s+a\s+way|can\s+i\b)|\bhow\s+(?:do|can|should)\b")
+                       r"|is\s+there\s+a\s+way|can\s+i\b)|\bhow\s+(?:do|can|should)\b"
+                       r"|\bwhat\s+(?:do|should|must)\s+i\s+(?:need\s+to\s+|have\s+to\s+)?"
+                       r"(?:install|import|add|run|set|pass|call|type)\b")
 _ASK_NUMBER = re.compile(r"(?i)\bhow\s+(?:long|many|much|big|large|often)\b|\bwhat\s+"
                          r"(?:size|port|number|limit|timeout)|\bdefault\b|\bbelow\s+what\b")
 _ASK_WHY = re.compile(r"(?i)^why\b|\bwhy\s+(?:does|do|is|should|shouldn't|can't)\b")

@@ -101,3 +101,14 @@ def test_a_table_row_names_each_cell_by_its_column() -> None:
 def test_backslash_escapes_read_as_their_character_outside_code() -> None:
     assert split_sentences("Use \\<bool\\> and \\*stars\\* but keep `a\\*b` as it is.\n") == [
         "Use <bool> and *stars* but keep `a\\*b` as it is."]
+
+
+def test_a_code_block_inside_a_tab_is_shown_without_the_tabs_indent() -> None:
+    text = ('To install optional dependencies along with Pydantic:\n\n=== "pip"\n\n'
+            "    ```bash\n    # with the `email` extra:\n    pip install 'pydantic[email]'\n"
+            "    ```\n")
+    shown = [evidence("E1", text, path="install.md", start=38)]
+    statements, _ = answer("What do I need to install for email validation?", shown,
+                           FakeEmbedder())
+    assert statements[0][0] == ("To install optional dependencies along with Pydantic:\n"
+                                "# with the `email` extra:\npip install 'pydantic[email]'")

@@ -47,3 +47,8 @@ def test_a_clause_with_no_words_of_its_own_asks_about_the_scene() -> None:
     assert [p.text for p in parts] == ["Why", "can I go back to Python's regex engine?"]
     assert "lookahead" in parts[0].terms and "reason" in parts[0].kinds
     assert question_parts("The docs say X. Why?") == []  # one thing asked: no parts
+
+
+def test_what_do_i_need_to_install_asks_for_code() -> None:
+    assert "code" in answer_kinds("What do I need to install to use email validation?")
+    assert "code" not in answer_kinds("What do I need to know about workers?")
