@@ -162,9 +162,9 @@ def _section_lead(best: Passage, passages: Sequence[Passage]) -> list[Passage]:
 
 def choose(question: str, passages: Sequence[Passage]) -> list[Quote]:
     """The best passage run on through its section; then a quote for each part of a
-    question in parts that it leaves open (three quotes at most), or else one more that
-    scores nearly as well and covers question words the first did not. Adjacent quotes of
-    one chunk merge."""
+    question in parts that it leaves open (three quotes at most), or else one more, from
+    another page, that scores nearly as well and covers question words the first did not.
+    Adjacent quotes of one chunk merge."""
     usable = sorted((p for p in passages if p.words <= MAX_PASSAGE_WORDS and p.score > 0),
                     key=lambda p: (-p.answer, p.rank, p.lines[0]))
     if not usable:
@@ -201,6 +201,9 @@ def choose(question: str, passages: Sequence[Passage]) -> list[Quote]:
             continue  # too long, or adds too little of what the question asks
         if _overlaps_chosen(p, [*chosen, *lead]):
             continue  # overlaps a quote already taken
+        if p.evidence.chunk.source_path == best.evidence.chunk.source_path:
+            continue  # the first quote runs on through its section; the rest of its page
+            # holds neighbouring sections more often than what the question asked
         chosen.append(p)
         covered |= p.terms
         words += p.words

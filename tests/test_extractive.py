@@ -316,3 +316,18 @@ def test_a_quote_opening_a_section_named_by_an_identifier_says_the_name() -> Non
                                 "to a date field?", shown, FakeEmbedder())
     assert statements[0][0].startswith("`date_from_datetime_inexact`: This error is raised")
     assert quotes[0] == (296, 298)  # the heading's line is cited with the sentence
+
+
+def test_a_further_quote_comes_from_another_page_never_the_first_quotes_own() -> None:
+    first = "The server listens on port 8080 by default."
+    aside = "The server writes its access logs to the logs folder."
+
+    def cited(second_page: str) -> list[str]:
+        shown = [evidence("E1", f"## Port\n\n{first}", path="guide/server.md"),
+                 evidence("E2", f"## Logs\n\n{aside}", path=second_page, start=40)]
+        statements, _ = answer("Which port does the server use, with its access logs?", shown,
+                               FakeEmbedder())
+        return [labels[0] for _, labels in statements]
+
+    assert cited("guide/logs.md") == ["E1", "E2"]
+    assert cited("guide/server.md") == ["E1"]  # a neighbouring section of the same page
