@@ -285,7 +285,7 @@ _DIRECTIVE = re.compile(
     r"|(?:^|[.:]\s+)(?:use|set|pass|declare|add|import|call|run|install|create)\s"
     r"|\bby\s+(?:setting|passing|using|adding|declaring|calling)\b")
 W_OWN_KIND = 0.06  # the sentence (with what it introduces) holds the kind asked for
-W_DIRECTIVE = 0.04  # the sentence says what to do, for a question asking how
+W_DIRECTIVE = 0.08  # the sentence says what to do, for a question asking how
 W_DEFINITION = 0.15  # the sentence says what the thing is, for "what is X?"
 
 
