@@ -10,6 +10,7 @@ What is removed (outside fenced code blocks unless said otherwise):
 
 * HTML comments ``<!-- ... -->``, also over several lines, and MDX comments ``{/* */}``.
 * Link reference definitions (``[foo]: /url "title"``); footnotes (``[^1]: ...``) stay.
+  Lines that only anchor a cross-reference (MkDocs ``[](){#strict-mode}``).
 * Hugo shortcodes ``{{< name args >}}``, ``{{% name %}}`` and their closing forms, also
   inside code blocks (Hugo expands them there too) and over several lines (up to
   ``SHORTCODE_MAX_LINES``). The escaped form ``{{</* x */>}}``, which Hugo renders as
@@ -45,6 +46,8 @@ _LINK_DEFINITION = re.compile(
 _MKDOCS = re.compile(
     r" {0,3}(?:!!!|\?\?\?\+?)[ \t]+[\w-]+(?:[ \t]+[\w-]+)*(?:[ \t]+\"([^\"]*)\")?"
 )
+# An anchor for cross-references, an empty link with attributes: [](){#strict-mode}
+_ANCHOR_LINE = re.compile(r"\[\]\(\)\{[^{}]*\}")
 _TABBED = re.compile(r' {0,3}={3}[!+]?[ \t]+"([^"]*)"')  # MkDocs content tab: === "pip"
 _PYMDOWNX = re.compile(r" {0,3}/{3,}(?:[ \t]*[\w-]+(?:[ \t]*\|(.*))?)?")
 _DOCUSAURUS = re.compile(r" {0,3}:{3,}(?:[\w-]+)?(.*)")
@@ -177,7 +180,7 @@ class _Scanner:
 
     def _block_markup(self, line: str) -> str:
         stripped = line.strip()
-        if _LINK_DEFINITION.fullmatch(stripped):
+        if _LINK_DEFINITION.fullmatch(stripped) or _ANCHOR_LINE.fullmatch(stripped):
             return ""
         first = stripped[0]
         if first in "!?" and (m := _MKDOCS.fullmatch(stripped)):

@@ -28,7 +28,7 @@ _ANCHOR = re.compile(r"\s*\{\s*#[^}]*\}")
 # Lines that are docs-generator markup, not content: admonition and tab markers (/// note,
 # !!! tip, === "pip", ::: info), Hugo shortcodes, file includes, link definitions, bare HTML tags.
 _MARKUP_LINE = re.compile(
-    r"^(?:/{3,}.*|[!?]{3}.*|={3}[!+]?\s+\".*|:{3,}.*|\{\{[<%].*[%>]\}\}|\{\*.*\*\}|\[[^\]]+\]:\s*\S+.*"
+    r"^(?:/{3,}.*|[!?]{3}.*|={3}[!+]?\s+\".*|:{3,}.*|\[\]\(\)\{[^{}]*\}|\{\{[<%].*[%>]\}\}|\{\*.*\*\}|\[[^\]]+\]:\s*\S+.*"
     r"|(?:</?[A-Za-z][\w-]*(?:\s[^<>]*)?/?>\s*)+)$"
 )
 _INLINE_SHORTCODE = re.compile(r"\{\{[<%]|[%>]\}\}")

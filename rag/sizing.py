@@ -123,6 +123,9 @@ class Sizer:
             if groups and not partial and total + cost <= self.max_tokens:
                 groups[-1].append(item)
                 total += cost
+            elif (moved := self._lead_in(groups, item, cost)) is not None:
+                groups.append([moved, item])  # a lead-in stays with what it introduces
+                total = moved.tokens + cost
             else:
                 groups.append([item])
                 total = self.overhead + cost
@@ -135,6 +138,18 @@ class Sizer:
             else:  # the counter is not additive here (tokens across line breaks)
                 pieces.extend(self._pack_exact(group))
         return pieces
+
+    def _lead_in(self, groups: list[list[Span]], item: Span, cost: int) -> Span | None:
+        """The last item of the piece so far, taken off it, when it is a paragraph ending in
+        ":" (a lead-in: "...can be set to `'json'`:") and fits in one piece with the code
+        block or list it introduces; None otherwise."""
+        if not groups or len(groups[-1]) < 2 or item.cols is not None:
+            return None
+        last = groups[-1][-1]
+        if last.cols is not None or not self.lines[last.end].rstrip().endswith(":") \
+                or last.tokens + cost > self.max_tokens:  # cost holds the gap between them
+            return None
+        return groups[-1].pop()
 
     def _gap(self, after: int, before: int) -> int:
         """Tokens of the lines between two items (comments, includes... that a piece

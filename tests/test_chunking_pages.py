@@ -162,3 +162,26 @@ def test_quoting_a_piece_of_a_line_checks_that_piece_against_the_file(tmp_path) 
     page.write_text(page.read_text(encoding="utf-8").replace("s5w0", "edited"), encoding="utf-8")
     assert quote_lines(tmp_path, "page.md", 3, 3, second.text, cols=cols)[1] == (
         "page.md has changed since it was indexed; re-index to see the lines")
+
+
+def test_a_cross_reference_anchor_line_is_markup_so_the_next_heading_opens_its_chunk() -> None:
+    text = ("# Strict mode\n\nStrict mode is off by default, and most models keep it so.\n\n"
+            "[](){#strict-mode-with-field}\n\n## At the field level\n\n"
+            "Set `strict=True` on one field to make only that field strict.\n")
+    chunks = chunk(text, max_tokens=20)
+    check_invariants(text, chunks)
+    field = next(c for c in chunks if "strict=True" in c.text)
+    assert field.start_line == 7 and field.heading == "Strict mode > At the field level"
+    assert "{#strict-mode-with-field}" not in embed_text(chunks[0])
+
+
+def test_a_lead_in_ending_in_a_colon_stays_in_the_piece_with_what_it_introduces() -> None:
+    text = ("# Dumping\n\n" + "Some words about dumping models to Python objects. " * 2 + "\n\n"
+            "The `mode` argument can be set to `'json'` for JSON types:\n\n"
+            "```python\nprint(m.model_dump(mode='json'))\nprint(m.model_dump(mode='python'))\n"
+            "```\n\nAfter the example.\n")
+    chunks = chunk(text, max_tokens=30)
+    check_invariants(text, chunks)
+    assert [(c.start_line, c.end_line) for c in chunks] == [(1, 3), (5, 12)]
+    # Packed greedily, the first piece would end with the lead-in (lines 1-5) and the code
+    # it introduces would open the next one.
