@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
 from rag.embedding import FakeEmbedder
-from rag.passages import split_sentences
+from rag.markup import code_continuation
+from rag.passages import attachment, quote, read_blocks, sentences, split_sentences
 from tests.test_extractive import answer, evidence, lines_of
 
 SETTING = ("## JPEG\n\n"
@@ -112,3 +116,25 @@ def test_a_code_block_inside_a_tab_is_shown_without_the_tabs_indent() -> None:
                            FakeEmbedder())
     assert statements[0][0] == ("To install optional dependencies along with Pydantic:\n"
                                 "# with the `email` extra:\npip install 'pydantic[email]'")
+
+
+_MARKDOWN_PIECES = ["```", "```python", "~~~", "    ```", "| a | b |", "| --- | --- |",
+                    "|x\\|y| `a|b` |", "[](){#anchor}", '=== "pip"', "!!! note", "    indented",
+                    "text &nbsp; &amp; \\< \\* <code>c</code>", "Lead-in:", "- item one two",
+                    "## Heading", "`name`", ": a definition", "{{< new-in 0.1.0 />}}", "",
+                    "  -p, --port int   the port (default 1313)", "}", '"key": 1,', "x = 1"]
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.one_of(st.sampled_from(_MARKDOWN_PIECES), st.text(max_size=20)),
+                max_size=25), st.booleans())
+def test_any_chunk_reads_into_quotes_inside_its_own_lines(pieces: list[str],
+                                                          file_start: bool) -> None:
+    text = "\n".join(p.replace("\r", "") for p in pieces)
+    lines = text.split("\n")
+    assert 0 <= code_continuation(lines) <= len(lines)
+    blocks = read_blocks(text, file_start)
+    for s in sentences(blocks):
+        quoted, last = quote(s, attachment(blocks, s))
+        assert 0 <= s.first <= s.last <= last < len(lines)
+        assert quoted.strip()
