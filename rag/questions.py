@@ -49,6 +49,10 @@ _ASK_CODE = re.compile(r"(?i)^(?:how\b|what\s+(?:option|parameter|setting|argume
                        r"(?:install|import|add|run|set|pass|call|type)\b")
 _ASK_NUMBER = re.compile(r"(?i)\bhow\s+(?:long|many|much|big|large|often)\b|\bwhat\s+"
                          r"(?:size|port|number|limit|timeout)|\bdefault\b|\bbelow\s+what\b")
+# "Does X ...?", "Should I ...?", "Can the latest ...?": answered by a sentence that says
+# yes or no (a negation, "must", "only", "always"), not one that just names the topic.
+_ASK_POLAR = re.compile(r"(?i)(?:^|[.?!]\s+)(?:does|do|is|are|can|could|should|will|would|must|"
+                        r"has|have)\b(?!\s+there\s+a\s+way)(?!\s+i\b)")
 _ASK_WHY = re.compile(r"(?i)^why\b|\bwhy\s+(?:does|do|is|should|shouldn't|can't)\b")
 _WHEN = frozenset(stem(w) for w in ("version", "when", "since", "release", "released",
                                     "added", "introduced", "date", "changelog"))
@@ -91,6 +95,8 @@ def answer_kinds(question: str) -> frozenset[str]:
         kinds.add("reason")
     if defined_terms(question):
         kinds.add("definition")
+    if _ASK_POLAR.search(question):
+        kinds.add("polar")
     return frozenset(kinds)
 
 

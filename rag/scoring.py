@@ -237,6 +237,7 @@ _CODE_SPAN = re.compile(r"`([^`]+)`")
 _REASON = re.compile(r"(?i)\b(?:because|so\s+that|otherwise|to\s+avoid|in\s+order\s+to|"
                      r"that\s+way|this\s+way|which\s+means|as\s+a\s+result|since)\b")
 _NUMBER = re.compile(r"\b\d+(?:\.\d+)*\b")
+_POLAR = re.compile(r"(?i)\b(?:not|no|never|cannot|must|only|always|instead|no\s+longer)\b|n't\b")
 
 
 def has_kind(p: Passage, wants: frozenset[str], asked: set[str], own: bool = False,
@@ -253,6 +254,8 @@ def has_kind(p: Passage, wants: frozenset[str], asked: set[str], own: bool = Fal
     if "version" in wants and any(f not in asked for f in FACT.findall(text + p.heading)):
         return True
     if "definition" in wants and defines and defines_term(p.sentence.text, defines):
+        return True
+    if "polar" in wants and _POLAR.search(p.sentence.text if own else text):
         return True
     return "reason" in wants and bool(_REASON.search(text))
 

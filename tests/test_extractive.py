@@ -331,3 +331,15 @@ def test_a_further_quote_comes_from_another_page_never_the_first_quotes_own() ->
 
     assert cited("guide/logs.md") == ["E1", "E2"]
     assert cited("guide/server.md") == ["E1"]  # a neighbouring section of the same page
+
+
+def test_a_yes_or_no_question_is_answered_by_the_sentence_that_says_yes_or_no() -> None:
+    merged = "The parent's configuration is merged into the configuration of each subclass model."
+    boundary = "For nested models, configuration is not propagated."
+    shown = [evidence("E1", f"## Inheritance\n\n{merged}", path="concepts/config.md",
+                      score=0.9),
+             evidence("E2", f"## Nested models\n\n{boundary}", path="concepts/config.md",
+                      start=40, score=0.85)]
+    statements, _ = answer("Is the parent configuration merged into nested models?", shown,
+                           FakeEmbedder())
+    assert statements[0][0] == boundary  # shares fewer words, but says no

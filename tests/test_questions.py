@@ -52,3 +52,10 @@ def test_a_clause_with_no_words_of_its_own_asks_about_the_scene() -> None:
 def test_what_do_i_need_to_install_asks_for_code() -> None:
     assert "code" in answer_kinds("What do I need to install to use email validation?")
     assert "code" not in answer_kinds("What do I need to know about workers?")
+
+
+def test_a_yes_or_no_question_asks_for_a_polar_answer() -> None:
+    assert "polar" in answer_kinds("Will it also lowercase strings inside a nested model?")
+    assert "polar" in answer_kinds("I set str_to_lower. Does it apply to nested models?")
+    assert "polar" not in answer_kinds("Is there a way to skip validation?")  # asks how
+    assert "polar" not in answer_kinds("Can I skip validation?")
