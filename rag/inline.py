@@ -14,7 +14,7 @@ import re
 from collections.abc import Callable, Sequence
 
 __all__ = ["clean_inline", "outside_code", "row_text", "show_entities", "show_links",
-           "table_cells", "unescape"]
+           "show_shortcodes", "table_cells", "unescape"]
 
 # --- code spans and HTML entities -------------------------------------------------------------
 
@@ -109,3 +109,35 @@ def row_text(line: str, header: Sequence[str] = ()) -> str:
     if len(header) == len(cells):
         cells = [f"{h}: {c}" if h and c else c for h, c in zip(header, cells)]
     return "; ".join(c for c in cells if c)
+
+
+# --- Hugo shortcodes inside a line -------------------------------------------------------------
+
+_SHORTCODE = re.compile(r"\{\{([<%])\s*(/?)([\w.-]+)[^{}]*?\s*/?\s*[%>]\}\}")
+_VERSION_NAME = re.compile(r"^[A-Za-z][\w-]*$")
+
+
+def show_shortcodes(line: str) -> str:
+    """A line of prose with the Hugo shortcodes inside it as a reader can take them: a
+    shortcode wrapping words (``{{< kbd >}}Ctrl{{< /kbd >}}``) leaves the words, one that
+    stands for a value the page computes (``{{% current-go-version %}}``) leaves its name
+    as code. A line that is only shortcodes is markup and stays as it is, and so does a
+    version marker (rag.markup reads it)."""
+    if "{{" not in line or not _SHORTCODE.sub("", line).strip():
+        return line
+    closers = {m.group(3) for m in _SHORTCODE.finditer(line) if m.group(2)}
+
+    def shown(match: re.Match[str]) -> str:
+        closing, name = match.group(2), match.group(3)
+        if closing or name in closers:
+            return ""
+        if version_args(match.group(0)):
+            return match.group(0)
+        return f"`{name}`"
+
+    return _SHORTCODE.sub(shown, line)
+
+
+def version_args(shortcode: str) -> bool:
+    """Whether a shortcode carries a version (a marker such as ``{{< new-in 0.140.0 >}}``)."""
+    return bool(re.search(r"\s[\"']?v?\d+\.\d+", shortcode))

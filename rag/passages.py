@@ -14,7 +14,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from rag.inline import clean_inline, row_text, show_links, table_cells
+from rag.inline import clean_inline, row_text, show_links, show_shortcodes, table_cells
 from rag.markup import VERSION_SHORTCODE, code_continuation, marker_words, version_marker
 
 _FENCE = re.compile(r"^\s*(`{3,}|~{3,})")
@@ -126,7 +126,7 @@ def _table_rows(raw: Sequence[str]) -> set[int]:
 
 def read_blocks(text: str, first_line_is_file_start: bool = False) -> list[Block]:
     """Blocks of a chunk's Markdown in order; markup lines and headings are not blocks."""
-    raw = [_unquote(line) for line in text.split("\n")]
+    raw = [show_shortcodes(_unquote(line)) for line in text.split("\n")]
     rows = _table_rows(raw)
     blocks: list[Block] = []
     stack: list[tuple[int, str, int]] = []  # (level, text, line) of the open headings

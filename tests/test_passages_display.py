@@ -138,3 +138,18 @@ def test_any_chunk_reads_into_quotes_inside_its_own_lines(pieces: list[str],
         quoted, last = quote(s, attachment(blocks, s))
         assert 0 <= s.first <= s.last <= last < len(lines)
         assert quoted.strip()
+
+
+def test_an_inline_shortcode_shows_as_a_reader_takes_it_and_keeps_its_list_item() -> None:
+    text = ("To build Hugo from source you must install:\n\n1. Install [Git][]\n"
+            "1. Install [Go][] version {{% current-go-version %}} or later\n\n"
+            "Press {{< kbd >}}Ctrl{{< /kbd >}} to stop the server at any time.\n\n"
+            "{{< tabs >}}\n")
+    shown = [evidence("E1", text, path="contribute/development.md", start=32)]
+    statements, quotes = answer("What do I need to install to build Hugo from source?", shown,
+                                FakeEmbedder())
+    assert statements[0][0] == ("To build Hugo from source you must install:\n1. Install Git\n"
+                                "1. Install Go version `current-go-version` or later")
+    assert quotes[0] == (32, 35)
+    assert "Press Ctrl to stop the server at any time." in split_sentences(text)
+    assert not any("tabs" in s for s in split_sentences(text))  # a shortcode line is markup
