@@ -29,7 +29,9 @@ class OneLineErrors(TyperGroup):
     re-raises it for a traceback).
     """
 
-    def main(self, args: Any = None, prog_name: str | None = None,
+    # click declares main() with overloads on standalone_mode; this one takes the same
+    # arguments and returns what the command returns, which mypy cannot match to them.
+    def main(self, args: Any = None, prog_name: str | None = None,  # type: ignore[override]
              complete_var: str | None = None, standalone_mode: bool = True,
              **extra: Any) -> Any:
         if not standalone_mode:

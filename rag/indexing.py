@@ -19,6 +19,7 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
+from typing import Protocol
 
 import numpy as np
 
@@ -137,6 +138,16 @@ def _visibility_of_links(
     return tuple(sorted(allowed)) if allowed else None
 
 
+class Indexed(Protocol):
+    """What re-chunking needs of the current index, whichever store holds it."""
+
+    @property
+    def manifest(self) -> store.Manifest: ...
+
+    @property
+    def chunks(self) -> Sequence[Chunk]: ...
+
+
 def _expected_manifest(settings: Settings, embedder: Embedder, docs_root: Path) -> store.Manifest:
     return store.Manifest(
         embedding_model=embedder.name,
@@ -192,7 +203,7 @@ def build_index(
 
 def chunk_folder(
     docs_root: Path,
-    old: store.IndexVersion | None,
+    old: Indexed | None,
     settings: Settings,
     embedder: Embedder,
     report: IndexReport,
@@ -211,7 +222,7 @@ def chunk_folder(
 def _chunk_files(
     files: list[tuple[str, Path]],
     aliases: dict[str, list[str]],
-    old: store.IndexVersion | None,
+    old: Indexed | None,
     settings: Settings,
     embedder: Embedder,
     report: IndexReport,
