@@ -49,7 +49,6 @@ _HTML_TAG = re.compile(r"</?[A-Za-z][\w-]*(?:\s[^<>]*)?/?>")
 # Inline links show their text: [text](url), [text][ref], [text][] and Hugo's [term](g).
 _INLINE_LINK = re.compile(r"(?<![!\\])\[([^\[\]\n]+)\](?:\([^()\s]*(?:\s+\"[^\"]*\")?\)|\[[^\[\]\n]*\])")
 _CELL_SPLIT = re.compile(r"(?<!\\)\|")  # a pipe, unless escaped (GFM: "\|" inside a cell)
-_HTML_CODE = re.compile(r"<code>(.*?)</code>")
 _ESCAPE = re.compile(r"\\([!-/:-@\[-`{-~])")  # a Markdown backslash escape
 
 
@@ -62,9 +61,16 @@ def table_cells(line: str) -> list[str]:
 
 
 def html_code_spans(text: str) -> str:
-    """``<code>x</code>`` as the code span it renders as, its escapes and entities read."""
-    return _HTML_CODE.sub(lambda m: "`" + unescape(m.group(1)) + "`", text) \
-        if "<code>" in text else text
+    """``<code>x</code>`` as the code span it renders as, its escapes and entities read
+    (found by plain scanning, so no line can make it slow)."""
+    out, pos = [], 0
+    while (start := text.find("<code>", pos)) >= 0:
+        end = text.find("</code>", start + 6)
+        if end < 0:
+            break
+        out += [text[pos:start], "`" + unescape(text[start + 6:end]) + "`"]
+        pos = end + 7
+    return "".join(out) + text[pos:] if out else text
 
 
 def unescape(text: str) -> str:
@@ -113,8 +119,27 @@ def row_text(line: str, header: Sequence[str] = ()) -> str:
 
 # --- Hugo shortcodes inside a line -------------------------------------------------------------
 
-_SHORTCODE = re.compile(r"\{\{([<%])\s*(/?)([\w.-]+)[^{}]*?\s*/?\s*[%>]\}\}")
-_VERSION_NAME = re.compile(r"^[A-Za-z][\w-]*$")
+_SHORTCODE_NAME = re.compile(r"\s*(/?)([\w.-]+)")  # anchored at the opener's end
+_CLOSE = {"<": ">}}", "%": "%}}"}
+
+
+def _shortcodes(line: str) -> list[tuple[int, int, bool, str]]:
+    """(start, end, closing, name) of each whole shortcode in the line, found by plain
+    scanning (str.find), so no line can make it slow."""
+    found, pos = [], 0
+    while (start := line.find("{{", pos)) >= 0 and start + 2 < len(line):
+        kind = line[start + 2]
+        if kind not in _CLOSE:
+            pos = start + 2
+            continue
+        end = line.find(_CLOSE[kind], start + 3)
+        if end < 0:
+            break
+        name = _SHORTCODE_NAME.match(line, start + 3, end)
+        if name and "{" not in line[start + 3:end]:
+            found.append((start, end + 3, bool(name.group(1)), name.group(2)))
+        pos = end + 3
+    return found
 
 
 def show_shortcodes(line: str) -> str:
@@ -123,19 +148,27 @@ def show_shortcodes(line: str) -> str:
     stands for a value the page computes (``{{% current-go-version %}}``) leaves its name
     as code. A line that is only shortcodes is markup and stays as it is, and so does a
     version marker (rag.markup reads it)."""
-    if "{{" not in line or not _SHORTCODE.sub("", line).strip():
+    if "{{" not in line:
         return line
-    closers = {m.group(3) for m in _SHORTCODE.finditer(line) if m.group(2)}
+    codes = _shortcodes(line)
+    if not codes or not "".join(line[a:b] for a, b in _gaps(codes, len(line))).strip():
+        return line
+    closers = {name for _, _, closing, name in codes if closing}
+    out, pos = [], 0
+    for start, end, closing, name in codes:
+        whole = line[start:end]
+        shown = "" if closing or name in closers else (
+            whole if version_args(whole) else f"`{name}`")
+        out += [line[pos:start], shown]
+        pos = end
+    out.append(line[pos:])
+    return "".join(out)
 
-    def shown(match: re.Match[str]) -> str:
-        closing, name = match.group(2), match.group(3)
-        if closing or name in closers:
-            return ""
-        if version_args(match.group(0)):
-            return match.group(0)
-        return f"`{name}`"
 
-    return _SHORTCODE.sub(shown, line)
+def _gaps(codes: list[tuple[int, int, bool, str]], length: int) -> list[tuple[int, int]]:
+    """The stretches of a line between its shortcodes."""
+    edges = [0] + [x for start, end, _, _ in codes for x in (start, end)] + [length]
+    return list(zip(edges[::2], edges[1::2]))
 
 
 def version_args(shortcode: str) -> bool:
