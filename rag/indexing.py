@@ -94,9 +94,9 @@ def _hash(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def embed_key(chunk: Chunk) -> str:
-    """A short key of the text embedded for a chunk (128 bits of its SHA-256)."""
-    return _hash(embed_text(chunk).encode("utf-8"))[:32]
+def embed_key(text: str) -> str:
+    """A short key of a chunk's embedded text (``embed_text``): 128 bits of its SHA-256."""
+    return _hash(text.encode("utf-8"))[:32]
 
 
 def pattern_matches(pattern: str, rel: str) -> bool:
@@ -305,7 +305,8 @@ def _update_vectors(
     """Keep vectors of unchanged embedded text, embed the rest, drop what left the index;
     also returns each chunk's embedded-text key, for the manifest."""
     wanted = {store.faiss_id(c.chunk_id): c for c in chunks}
-    hashes = {fid: embed_key(c) for fid, c in wanted.items()}
+    texts = {fid: embed_text(c) for fid, c in wanted.items()}
+    hashes = {fid: embed_key(text) for fid, text in texts.items()}
     old_hash = _old_keys(old)
     fid_of_hash = {h: fid for fid, h in old_hash.items() if h}
     keep = [fid for fid, h in hashes.items() if old_hash.get(fid) == h]
@@ -318,7 +319,7 @@ def _update_vectors(
     if reuse and old is not None:
         reused = store.reconstruct(old.vectors, [fid_of_hash[hashes[f]] for f in reuse])
     files = len(report.added) + len(report.changed)  # as the summary counts them
-    fresh = _embed(embedder, [embed_text(wanted[f]) for f in embed], settings,
+    fresh = _embed(embedder, [texts[f] for f in embed], settings,
                    progress and (lambda done, total: progress(done, total, files)))
     report.chunks_embedded = len(embed)
 
@@ -353,7 +354,8 @@ def _old_keys(old: store.IndexVersion | None) -> dict[int, str]:
         return {store.faiss_id(c.chunk_id): old.manifest.embedded.get(c.chunk_id, "")
                 for c in old.chunks}
     same_rules = old.manifest.chunk_rules == CHUNK_RULES
-    return {store.faiss_id(c.chunk_id): embed_key(c) if same_rules else "" for c in old.chunks}
+    return {store.faiss_id(c.chunk_id): embed_key(embed_text(c)) if same_rules else ""
+            for c in old.chunks}
 
 
 def _add(vectors: object, fids: list[int], matrix: np.ndarray) -> None:
