@@ -13,6 +13,8 @@ import html
 import re
 from collections.abc import Callable, Sequence
 
+from rag.markup import SHORTCODE_CLOSERS, VERSION_SHORTCODE
+
 __all__ = ["clean_inline", "outside_code", "row_text", "show_entities", "show_links",
            "show_shortcodes", "table_cells", "unescape"]
 
@@ -120,7 +122,6 @@ def row_text(line: str, header: Sequence[str] = ()) -> str:
 # --- Hugo shortcodes inside a line -------------------------------------------------------------
 
 _SHORTCODE_NAME = re.compile(r"\s*(/?)([\w.-]+)")  # anchored at the opener's end
-_CLOSE = {"<": ">}}", "%": "%}}"}
 
 
 def _shortcodes(line: str) -> list[tuple[int, int, bool, str]]:
@@ -129,10 +130,10 @@ def _shortcodes(line: str) -> list[tuple[int, int, bool, str]]:
     found, pos = [], 0
     while (start := line.find("{{", pos)) >= 0 and start + 2 < len(line):
         kind = line[start + 2]
-        if kind not in _CLOSE:
+        if kind not in SHORTCODE_CLOSERS:
             pos = start + 2
             continue
-        end = line.find(_CLOSE[kind], start + 3)
+        end = line.find(SHORTCODE_CLOSERS[kind], start + 3)
         if end < 0:
             break
         name = _SHORTCODE_NAME.match(line, start + 3, end)
@@ -148,29 +149,16 @@ def show_shortcodes(line: str) -> str:
     stands for a value the page computes (``{{% current-go-version %}}``) leaves its name
     as code. A line that is only shortcodes is markup and stays as it is, and so does a
     version marker (rag.markup reads it)."""
-    if "{{" not in line:
-        return line
-    codes = _shortcodes(line)
-    if not codes or not "".join(line[a:b] for a, b in _gaps(codes, len(line))).strip():
-        return line
+    codes = _shortcodes(line) if "{{" in line else []
     closers = {name for _, _, closing, name in codes if closing}
-    out, pos = [], 0
+    between, shown, pos = [], [], 0
     for start, end, closing, name in codes:
         whole = line[start:end]
-        shown = "" if closing or name in closers else (
-            whole if version_args(whole) else f"`{name}`")
-        out += [line[pos:start], shown]
+        between.append(line[pos:start])
+        shown.append("" if closing or name in closers else
+                     whole if VERSION_SHORTCODE.fullmatch(whole) else f"`{name}`")
         pos = end
-    out.append(line[pos:])
-    return "".join(out)
-
-
-def _gaps(codes: list[tuple[int, int, bool, str]], length: int) -> list[tuple[int, int]]:
-    """The stretches of a line between its shortcodes."""
-    edges = [0] + [x for start, end, _, _ in codes for x in (start, end)] + [length]
-    return list(zip(edges[::2], edges[1::2]))
-
-
-def version_args(shortcode: str) -> bool:
-    """Whether a shortcode carries a version (a marker such as ``{{< new-in 0.140.0 >}}``)."""
-    return bool(re.search(r"\s[\"']?v?\d+\.\d+", shortcode))
+    between.append(line[pos:])
+    if not codes or not "".join(between).strip():
+        return line
+    return "".join(text for pair in zip(between, [*shown, ""]) for text in pair)

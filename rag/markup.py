@@ -53,7 +53,7 @@ _PYMDOWNX = re.compile(r" {0,3}/{3,}(?:[ \t]*[\w-]+(?:[ \t]*\|(.*))?)?")
 _DOCUSAURUS = re.compile(r" {0,3}:{3,}(?:[\w-]+)?(.*)")
 _TAG = re.compile(r"</?[A-Za-z][\w.-]*(?:[ \t/][^<>]*)?>")  # not autolinks like <https://x>
 _MDX_STATEMENT = re.compile(r"(?:import|export)[ \t{*]")
-_CLOSERS = {"<": ">}}", "%": "%}}"}
+SHORTCODE_CLOSERS = {"<": ">}}", "%": "%}}"}  # opener kind -> its closer
 # A shortcode that marks when something arrived or went ({{< new-in 0.140.0 />}}): Hugo
 # renders it as a "New in v0.140.0" badge, so its words stay.
 _VERSION_ARGS = r"([A-Za-z][\w-]*)\s+[\"']?(v?\d+\.\d+(?:\.\d+)?)[\"']?\s*/?\s*"
@@ -131,7 +131,7 @@ class _Scanner:
                 continue
             out.append(line[pos:start])
             kind = line[start + 2]
-            closer = _CLOSERS[kind]
+            closer = SHORTCODE_CLOSERS[kind]
             end = -1 if closer in unclosed else line.find(closer, start + 3)
             if end >= 0:
                 inner = line[start + 3:end]
@@ -260,7 +260,8 @@ def is_mdx(path: str) -> bool:
 
 # --- a chunk that starts inside a code block --------------------------------------------------
 
-_ANY_FENCE = re.compile(r"^\s*(?:`{3,}|~{3,})")
+# A fence at any indent (inside a list item, tab or admonition); its run is group 1.
+ANY_FENCE = re.compile(r"^\s*(`{3,}|~{3,})")
 _WORD_TOKEN = re.compile(r"^[A-Za-z][a-z'’-]*[,.;:!?)]?$")
 # Markdown that never sits inside a code block: a list item, a table row, an image, a link.
 _MARKDOWN_LINE = re.compile(r"^\s*(?:[-*+]\s+\S|\d+[.)]\s+\S|\||!\[|\[[^\]]*\]\()")
@@ -286,7 +287,7 @@ def code_continuation(lines: Sequence[str]) -> int:
     is not code-like (a closing fence is followed by prose; an opening one by code). With
     no fence at all, every line must be code-like. Anything that reads as prose, a list,
     a table or a heading keeps it prose."""
-    end = next((i for i, line in enumerate(lines) if _ANY_FENCE.match(line)), len(lines))
+    end = next((i for i, line in enumerate(lines) if ANY_FENCE.match(line)), len(lines))
     if end < len(lines) and lines[end].strip().lstrip("`~").strip():
         return 0  # "```python" opens a block
     before = [line for line in lines[:end] if line.strip()]

@@ -15,9 +15,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from rag.inline import clean_inline, row_text, show_links, show_shortcodes, table_cells
-from rag.markup import VERSION_SHORTCODE, code_continuation, marker_words, version_marker
+from rag.markup import (
+    ANY_FENCE,
+    VERSION_SHORTCODE,
+    code_continuation,
+    marker_words,
+    version_marker,
+)
 
-_FENCE = re.compile(r"^\s*(`{3,}|~{3,})")
 # One line of a command's option list, as CLI generators print it: an option, then two or
 # more spaces, then what it does ("  -D, --buildDrafts   include content marked as draft").
 _OPTION = re.compile(r"^\s*(?:-\w,\s+)?--?[\w][\w.-]*(?:[ =][\w<>\[\]|.-]+)?\s{2,}\S")
@@ -26,9 +31,11 @@ _BULLET = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s+")
 _HEADING = re.compile(r"^#{1,6}\s+(.*?)\s*(?:\{\s*#[^}]*\})?\s*#*\s*$")
 _ANCHOR = re.compile(r"\s*\{\s*#[^}]*\}")
 # Lines that are docs-generator markup, not content: admonition and tab markers (/// note,
-# !!! tip, === "pip", ::: info), Hugo shortcodes, file includes, link definitions, bare HTML tags.
+# !!! tip, === "pip", ::: info), cross-reference anchors, Hugo shortcodes, file includes,
+# link definitions, bare HTML tags.
 _MARKUP_LINE = re.compile(
-    r"^(?:/{3,}.*|[!?]{3}.*|={3}[!+]?\s+\".*|:{3,}.*|\[\]\(\)\{[^{}]*\}|\{\{[<%].*[%>]\}\}|\{\*.*\*\}|\[[^\]]+\]:\s*\S+.*"
+    r"^(?:/{3,}.*|[!?]{3}.*|={3}[!+]?\s+\".*|:{3,}.*|\[\]\(\)\{[^{}]*\}"
+    r"|\{\{[<%].*[%>]\}\}|\{\*.*\*\}|\[[^\]]+\]:\s*\S+.*"
     r"|(?:</?[A-Za-z][\w-]*(?:\s[^<>]*)?/?>\s*)+)$"
 )
 _INLINE_SHORTCODE = re.compile(r"\{\{[<%]|[%>]\}\}")
@@ -167,7 +174,7 @@ def read_blocks(text: str, first_line_is_file_start: bool = False) -> list[Block
     option_rows = _option_rows(raw)
     while i < len(raw):
         line = raw[i].strip()
-        if i in option_rows and not _FENCE.match(line):  # a chunk can start inside the list
+        if i in option_rows and not ANY_FENCE.match(line):  # a chunk can start inside the list
             flush()
             blocks.append(Block("item", i, i, (" ".join(line.split()),), heading,
                                 heading_line, fact_line, fact, entry=True, group=i))
@@ -184,7 +191,7 @@ def read_blocks(text: str, first_line_is_file_start: bool = False) -> list[Block
             if not is_markup_line(line):  # inside a line it reads as its words
                 raw[i] = VERSION_SHORTCODE.sub(marker_words, raw[i])
                 line = raw[i].strip()
-        fence = _FENCE.match(line)
+        fence = ANY_FENCE.match(line)
         if fence:
             flush()
             mark = fence.group(1)[0] * 3
@@ -238,7 +245,7 @@ def read_blocks(text: str, first_line_is_file_start: bool = False) -> list[Block
             current.append(i)
             j = i + 1  # continuation lines of the item (indented, not a new item)
             while (j < len(raw) and raw[j].strip() and raw[j][:1].isspace()
-                   and not _BULLET.match(raw[j]) and not _FENCE.match(raw[j])):
+                   and not _BULLET.match(raw[j]) and not ANY_FENCE.match(raw[j])):
                 current.append(j)
                 j += 1
             flush("item")
@@ -268,10 +275,9 @@ def sentences(blocks: Sequence[Block]) -> list[Sentence]:
         if block.kind == "code":
             continue
         if block.kind != "prose":
-            text = show_links(clean_inline(
-                _BULLET.sub("", block.lines[0]) + " " + " ".join(block.lines[1:])))
-            if block.kind == "row":
-                text = row_text(block.lines[0], block.header)
+            text = row_text(block.lines[0], block.header) if block.kind == "row" else \
+                show_links(clean_inline(_BULLET.sub("", block.lines[0]) + " "
+                                        + " ".join(block.lines[1:])))
             if len(text.split()) >= MIN_WORDS - 1:
                 out.append(Sentence(text.strip(), block.first, block.last, b_index, True))
             continue

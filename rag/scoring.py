@@ -237,7 +237,7 @@ _CODE_SPAN = re.compile(r"`([^`]+)`")
 _REASON = re.compile(r"(?i)\b(?:because|so\s+that|otherwise|to\s+avoid|in\s+order\s+to|"
                      r"that\s+way|this\s+way|which\s+means|as\s+a\s+result|since)\b")
 _NUMBER = re.compile(r"\b\d+(?:\.\d+)*\b")
-_POLAR = re.compile(r"(?i)\b(?:not|no|never|cannot|must|only|always|instead|no\s+longer)\b|n't\b")
+_POLAR = re.compile(r"(?i)\b(?:not|no|never|cannot|must|only|always|instead)\b|n't\b")
 
 
 def has_kind(p: Passage, wants: frozenset[str], asked: set[str], own: bool = False,
