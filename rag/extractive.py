@@ -36,7 +36,7 @@ if TYPE_CHECKING:
 
 # --- choosing what to quote ------------------------------------------------------------------
 
-ANSWER_WORDS = 110  # budget for the whole answer, code included
+ANSWER_WORDS = 130  # budget for the whole answer, code included
 FURTHER_WINDOW_WORDS = 40  # a second or third quote runs on up to this many words
 MAX_PASSAGE_WORDS = 150  # a passage longer than this is never quoted
 EXTRACTIVE_STATEMENTS = 2
@@ -154,7 +154,8 @@ def _section_lead(best: Passage, passages: Sequence[Passage]) -> list[Passage]:
                   key=lambda p: (p.lines[0], p.sentence.first))
     before = [p for p in same if p is not best and best in p.window]  # run on into best
     limit = ENTRY_LEAD_WORDS if best.entry else LEAD_WORDS
-    if not before or before[0] is not same[0] or (same[0].section < 0 and not best.entry) \
+    if not before or before[0] is not same[0] or same[0].sentence.continues \
+            or (same[0].section < 0 and not best.entry) \
             or sum(p.words for p in before) > limit:
         return []
     return before
@@ -165,7 +166,8 @@ def choose(question: str, passages: Sequence[Passage]) -> list[Quote]:
     question in parts that it leaves open (three quotes at most), or else one more, from
     another page, that scores nearly as well and covers question words the first did not.
     Adjacent quotes of one chunk merge."""
-    usable = sorted((p for p in passages if p.words <= MAX_PASSAGE_WORDS and p.score > 0),
+    usable = sorted((p for p in passages if p.words <= MAX_PASSAGE_WORDS and p.score > 0
+                     and not p.sentence.continues),  # "...you write:" only runs on a quote
                     key=lambda p: (-p.answer, p.rank, p.lines[0]))
     if not usable:
         return []

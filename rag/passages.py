@@ -267,6 +267,7 @@ class Sentence:
     last: int
     block: int  # index into the chunk's blocks
     ends_block: bool
+    continues: bool = False  # "...the prefix must not include": it finishes what came before
 
 
 def sentences(blocks: Sequence[Block]) -> list[Sentence]:
@@ -304,10 +305,13 @@ def sentences(blocks: Sequence[Block]) -> list[Sentence]:
                 out[-1] = Sentence(f"{prev.text} {text}", prev.first, last, b_index, ends)
                 continue
             kept_previous = False
-            if (len(text.split()) < MIN_WORDS or not _COMPLETE.search(text)
-                    or text[:1].islower() or text.startswith(("...", "…"))):
+            # "...you write:" after a code block finishes the sentence that introduced the
+            # block: quotable as the rest of that quote, never as a quote's start.
+            continues = text.startswith(("...", "…")) and n == 0
+            if (len(text.split()) < (2 if continues else MIN_WORDS) or not _COMPLETE.search(text)
+                    or (text[:1].islower() or text.startswith(("...", "…"))) and not continues):
                 continue  # a fragment, or a sentence cut short
-            out.append(Sentence(text, first, last, b_index, ends))
+            out.append(Sentence(text, first, last, b_index, ends, continues))
             kept_previous = True
     return out
 
@@ -384,5 +388,6 @@ def quote(sentence: Sentence, attached: list[tuple[Block, int]]) -> tuple[str, i
 
 
 def split_sentences(text: str) -> list[str]:
-    """The quotable sentences of a chunk's Markdown, verbatim (code and markup skipped)."""
-    return [s.text for s in sentences(read_blocks(text))]
+    """The sentences of a chunk's Markdown that a quote can start with, verbatim (code,
+    markup and "...and then" continuations skipped)."""
+    return [s.text for s in sentences(read_blocks(text)) if not s.continues]

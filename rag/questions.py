@@ -35,8 +35,21 @@ def query_terms(text: str) -> list[str]:
 
 
 def terms(text: str) -> set[str]:
-    """Stemmed content words of any text, as the question's are stemmed."""
-    return {s for t in tokens(text) if t not in STOPWORDS for s in _stems(t)}
+    """Stemmed content words of any text, as the question's are stemmed; a code identifier
+    also counts as the words it is named by, as lexical search counts it
+    (``response_model_exclude_unset``: response, model, exclude, unset), so a passage that
+    names the setting matches a question that asks in words. A question's own identifiers
+    stay whole (query_terms): it names the exact thing, not its words."""
+    return {s for t in tokens(text) if t not in STOPWORDS for s in _stems(t) + _word_parts(t)}
+
+
+def _word_parts(tok: str) -> list[str]:
+    """The stems of an identifier's word parts (``app.dependency_overrides``: app,
+    depend, overrid); none for a plain word, a hyphenated one (see _stems) or a number."""
+    pieces = parts(tok)
+    if len(pieces) < 2 or "-" in tok and all(p.isalpha() for p in pieces):
+        return []
+    return [stem(p) for p in pieces if p.isalpha() and len(p) > 1 and p not in STOPWORDS]
 
 
 # --- what kind of answer a question asks for --------------------------------------------------

@@ -182,7 +182,7 @@ class PassageScorer:
 
 
 EMBED_TOP = 12  # sentences embedded per question
-WINDOW_WORDS = 70  # a quote runs on from its best sentence up to this many words
+WINDOW_WORDS = 90  # a quote runs on from its best sentence up to this many words
 WINDOW_SHARE = 0.3  # weight of the whole window's word overlap against the sentence's
 
 
@@ -197,8 +197,10 @@ def _link_windows(in_chunk: Sequence[Passage]) -> None:
             if q.section != p.section or not follows or words + q.words > WINDOW_WORDS \
                     or (p.entry and q.group != p.group):
                 break  # an entry's quote ends with the entry, not in the next term's
-            p.window.append(q)
-            words, prev = words + q.words, q
+            if q.text != p.text and all(q.text != w.text for w in p.window):
+                p.window.append(q)  # a tip repeated in each tab is quoted once
+                words += q.words
+            prev = q
 
 
 W_DENSE, W_LEXICAL, W_HEADING, W_KIND = 0.3, 0.35, 0.35, 0.1

@@ -343,3 +343,32 @@ def test_a_yes_or_no_question_is_answered_by_the_sentence_that_says_yes_or_no() 
     statements, _ = answer("Is the parent configuration merged into nested models?", shown,
                            FakeEmbedder())
     assert statements[0][0] == boundary  # shares fewer words, but says no
+
+
+def test_an_ellipsis_sentence_finishes_the_quote_it_follows_but_never_starts_one() -> None:
+    # FastAPI's docs split one sentence around its code: "Instead of writing: <code>
+    # ...you write: <code>". The second half belongs to the quote; alone it is a fragment.
+    text = ("## Shortcut\n\n"
+            "For classes, a shorter form of the dependency declaration exists. Instead of writing:\n\n"
+            "```Python\ncommons: Annotated[Params, Depends(Params)]\n```\n\n"
+            "/// tip\n\nPrefer the `Annotated` version.\n\n///\n\n"
+            "...you write:\n\n"
+            "```Python\ncommons: Annotated[Params, Depends()]\n```\n\n"
+            "/// tip\n\nPrefer the `Annotated` version.\n\n///\n")
+    shown = [evidence("E1", text, path="tutorial/classes.md", start=40)]
+    statements, quotes = answer("Is there a shorter form of the dependency declaration for classes?",
+                                shown, FakeEmbedder())
+    quoted = statements[0][0]
+    assert quoted.startswith("For classes, a shorter form")
+    assert "...you write:\ncommons: Annotated[Params, Depends()]" in quoted
+    assert quoted.count("Prefer the `Annotated` version.") == 1  # the tab's repeat is not
+    assert "Depends()]" in lines_of(shown[0], quotes[0])
+    assert "...you write:" not in split_sentences(text)
+
+
+def test_an_identifier_in_a_passage_matches_the_words_it_is_named_by() -> None:
+    shown = [evidence("E1", "## Responses\n\nEvery field of the `Item` model is in the response.\n\n"
+                            "## Smaller responses\n\nThe parameter `response_model_exclude_unset=True` leaves them "
+                            "out.", path="tutorial/response-model.md")]
+    statements, _ = answer("How do I exclude unset fields?", shown)
+    assert statements[0][0].startswith("The parameter `response_model_exclude_unset=True`")
