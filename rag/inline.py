@@ -87,9 +87,8 @@ def prose_escapes(text: str) -> str:
 
 
 def clean_inline(text: str) -> str:
-    """Text with inline HTML tags removed (console blocks colour their output with them;
-    ``<code>x</code>`` becomes a code span, and code spans keep their tags) and HTML
-    entities shown as the characters they stand for."""
+    """Prose with inline HTML tags removed (``<code>x</code>`` becomes a code span, and
+    code spans keep their tags) and HTML entities shown as the characters they stand for."""
     if "<" in text:
         text = outside_code(html_code_spans(text), lambda prose: _HTML_TAG.sub("", prose))
     return show_entities(text) if "&" in text else text

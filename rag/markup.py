@@ -21,6 +21,9 @@ What is removed (outside fenced code blocks unless said otherwise):
   dedented), pymdownx blocks
   ``/// note | Title`` ... ``///``, Docusaurus ``:::tip Title`` (or ``:::tip[Title]``)
   ... ``:::``.
+* Inside a terminal-session block (```` ```console ````), the tags that colour its output
+  (``<font color="#4E9A06">fastapi</font>``, ``<span style=...>``): a terminal shows the
+  text. Tags in any other code block are code (an HTML template) and stay.
 * Lines that start with an HTML or JSX tag lose their tags (``<TabItem value="x">``
   gives ``""``, ``<summary>Why</summary>`` gives ``Why``); tags inside prose stay.
 * Whole-line file includes: pymdownx snippets (``--8<-- "file.md"``) and the
@@ -33,6 +36,7 @@ adjacent unbounded quantifiers), so no line can make it slow.
 
 from __future__ import annotations
 
+import html
 import re
 from collections.abc import Sequence
 
@@ -77,6 +81,26 @@ def _fence_run(line: str) -> str:
     return match[1] if match else ""
 
 
+# A fenced block that shows a terminal session; FastAPI's docs colour its output with
+# HTML (rendered by termynal), which a reader never sees as text.
+_SESSION_LANGUAGES = frozenset({"console", "shell-session", "terminal"})
+_STYLE_TAG = re.compile(r"(?i)</?(?:font|span|u|b|i|strong|em)(?:\s[^<>]*)?>")
+
+
+def is_session_fence(line: str) -> bool:
+    """Whether a fence line opens a terminal-session block (```` ```console ````)."""
+    info = line.strip().lstrip("`~").strip().split(maxsplit=1)
+    return bool(info) and info[0].lower().strip("{}.") in _SESSION_LANGUAGES
+
+
+def session_line(line: str) -> str:
+    """A line of a terminal-session block as the terminal shows it: colouring tags
+    dropped, entities (&quot;) as their characters."""
+    if "<" in line:
+        line = _STYLE_TAG.sub("", line)
+    return html.unescape(line) if "&" in line else line
+
+
 class _Scanner:
     """State carried from line to line: open comment, shortcode, fence, admonition."""
 
@@ -84,6 +108,7 @@ class _Scanner:
         self.lines = lines
         self.mdx = mdx
         self.fence = ""
+        self.session = False  # the open fence shows a terminal session
         self.in_comment = False
         self.shortcode_until = -1  # last line of a multi-line shortcode being skipped
         self.shortcode_closer = ""
@@ -101,12 +126,14 @@ class _Scanner:
             if run and run[0] == self.fence[0] and len(run) >= len(self.fence) \
                     and not line.strip()[len(run):].strip():
                 self.fence = ""
-            return self._shortcodes(line, i)
+                return line
+            line = self._shortcodes(line, i)
+            return session_line(line) if self.session else line
         text = self._comments(self._shortcodes(line, i))
         if not text.strip():
             return ""
         if self.fence == "" and (run := _fence_run(text)):
-            self.fence = run
+            self.fence, self.session = run, is_session_fence(text)
             return text
         return self._block_markup(text)
 

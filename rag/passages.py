@@ -19,7 +19,9 @@ from rag.markup import (
     ANY_FENCE,
     VERSION_SHORTCODE,
     code_continuation,
+    is_session_fence,
     marker_words,
+    session_line,
     version_marker,
 )
 
@@ -198,8 +200,10 @@ def read_blocks(text: str, first_line_is_file_start: bool = False) -> list[Block
             j = i + 1
             while j < len(raw) and not raw[j].strip().startswith(mark):
                 j += 1
-            body = _dedent(tuple(clean_inline(raw[k]).rstrip()
-                                 for k in range(i + 1, min(j, len(raw)))))
+            # Code is quoted as written (an HTML template keeps its tags); only a terminal
+            # session is shown without the tags that colour it.
+            shown = session_line if is_session_fence(line) else str
+            body = _dedent(tuple(shown(raw[k]).rstrip() for k in range(i + 1, min(j, len(raw)))))
             options = [k for k in range(i + 1, min(j, len(raw))) if k in option_rows]
             if options and len(options) * 2 > sum(map(bool, body)):
                 # A command's option list ("  -D, --buildDrafts   include drafts"): each

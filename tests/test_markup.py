@@ -141,3 +141,16 @@ def test_mkdocs_content_tabs_show_their_title_and_dedented_body() -> None:
             "    Both names are accepted here.\n")
     assert [s.text for s in passage_sentences(read_blocks(text))] == [
         "The attribute name is used for validation.", "Both names are accepted here."]
+
+
+def test_only_a_terminal_session_loses_its_tags_an_html_template_keeps_them() -> None:
+    text = ("To link a page:\n\n```go-html-template\n"
+            '<a href="{{ .RelPermalink }}">{{ .LinkTitle }}</a>\n```\n\n'
+            'Run it:\n\n```console\n$ <font color="#4E9A06">fastapi</font> run --workers 4 '
+            '<u style="text-decoration-style:solid">main.py</u>\n```\n')
+    code = [b.lines for b in read_blocks(text) if b.kind == "code"]
+    assert code == [('<a href="{{ .RelPermalink }}">{{ .LinkTitle }}</a>',),
+                    ("$ fastapi run --workers 4 main.py",)]  # what a reader of each sees
+    embedded = clean_markup(text)
+    assert '<a href="{{ .RelPermalink }}">' in embedded
+    assert "$ fastapi run --workers 4 main.py" in embedded and "<font" not in embedded
