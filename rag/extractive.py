@@ -139,6 +139,24 @@ def _answer_to_part(index: int, part: Part, usable: Sequence[Passage],
     return max(found, key=lambda p: (p.parts[index], p.answer)) if found else None
 
 
+NEXT_SECTION_GAP = 4  # lines from a quote's end to the next section's first sentence
+
+
+def _next_section(best: Passage, end: int, passages: Sequence[Passage]) -> Passage | None:
+    """For a how-question whose quote ends its section without showing how (no code):
+    the opening of the section that follows on the page, when only its heading lies
+    between. Docs set out a case ("In this case, you can override the dependency"), then
+    show how under the next heading ("Use the `app.dependency_overrides` attribute")."""
+    path = best.evidence.chunk.source_path
+    if any(p.evidence is best.evidence and p.section == best.section and p.lines[0] > end
+           for p in passages):
+        return None  # the quote stops inside its section
+    after = [p for p in passages if p.evidence.chunk.source_path == path
+             and 0 < p.lines[0] - end <= NEXT_SECTION_GAP and not p.sentence.continues
+             and (p.evidence is not best.evidence or p.section != best.section)]
+    return min(after, key=lambda p: p.lines[0]) if after else None
+
+
 LEAD_WORDS = 30  # a section's opening this short before the best sentence is quoted too
 ENTRY_LEAD_WORDS = 60  # and a definition-list entry's (its term and first sentences)
 
@@ -192,6 +210,12 @@ def choose(question: str, passages: Sequence[Passage]) -> list[Quote]:
             chosen.append(p)
             covered |= p.terms.union(*(w.terms for w in p.window))
             words += p.words
+    text, (_, end), _ = _window_quote(best)
+    if "code" in answer_kinds(question) and "`" not in text and "\n" not in text:
+        follow = _next_section(best, end, passages)
+        if follow is not None and words + follow.words <= ANSWER_WORDS:
+            chosen.append(follow)
+            words += follow.words
     for p in usable[1:]:
         if len(chosen) >= EXTRACTIVE_STATEMENTS or p.answer < RELATIVE_FLOOR * best.answer:
             break

@@ -372,3 +372,21 @@ def test_an_identifier_in_a_passage_matches_the_words_it_is_named_by() -> None:
                             "out.", path="tutorial/response-model.md")]
     statements, _ = answer("How do I exclude unset fields?", shown)
     assert statements[0][0].startswith("The parameter `response_model_exclude_unset=True`")
+
+
+def test_a_how_answer_that_ends_its_section_without_showing_how_runs_into_the_next() -> None:
+    case = ("### Use cases: external service\n\n"
+            "Your app calls a paid external provider to check each user.\n\n"
+            "In this case, you can replace the provider dependency with a fake user in tests.\n\n"
+            "### Use the overrides attribute\n\n"
+            "Your application has an attribute `app.dependency_overrides`, a simple `dict`.\n\n"
+            "### Unrelated\n\nThe paid provider charges per request in tests.")
+    shown = [evidence("E1", case, path="advanced/testing.md", start=10)]
+    statements, quotes = answer("How do I replace the paid provider dependency with a fake "
+                                "user in tests?", shown)
+    assert "In this case, you can replace" in statements[0][0]
+    assert "app.dependency_overrides" in " ".join(s for s, _ in statements)
+    assert quotes[1] == (18, 18)  # the next section's first sentence, not its heading
+    # A question that does not ask how gets the case alone.
+    statements, _ = answer("Does the paid provider check each user in tests?", shown)
+    assert "app.dependency_overrides" not in " ".join(s for s, _ in statements)
