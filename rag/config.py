@@ -207,7 +207,8 @@ class VerificationSettings(_Section):
         "at least this share of the question's content words.",
     )
     extractive_fallback: bool = Field(
-        True, description="When the model's answer fails verification, answer extractively."
+        True, description="When the model's answer fails verification, or its output is "
+        "unusable (cut off, not the answer format), answer extractively."
     )
 
 

@@ -33,6 +33,11 @@ class GenerationError(RagError):
     exit_code = 7
 
 
+class ModelOutputError(GenerationError):
+    """The model answered, but never with a usable answer (cut off, not the answer format);
+    with ``verification.extractive_fallback`` an extractive answer stands in."""
+
+
 class CitationError(RagError):
     exit_code = 8
 

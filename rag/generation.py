@@ -18,7 +18,7 @@ from urllib.parse import urlparse
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
 
-from rag.errors import CitationError, ConfigError, GenerationError
+from rag.errors import CitationError, ConfigError, GenerationError, ModelOutputError
 from rag.extractive import ExtractiveGenerator  # its old home: imports keep working
 from rag.records import Evidence
 
@@ -277,7 +277,7 @@ class OpenAIGenerator:
                 answer, model = self._attempt(request, temperature, labels, usage)
                 return GenerationResult(answer, usage[0], usage[1], attempt, model)
             except _AttemptFailed as failure:
-                reason, citation = failure.reason, failure.citation
+                reason, citation, bad = failure.reason, failure.citation, failure.bad_output
                 if failure.bad_output:
                     temperature = max(temperature, RETRY_TEMPERATURE)
                 wait = min(self.backoff_s * 2 ** (attempt - 1), BACKOFF_CAP_S)
@@ -291,7 +291,7 @@ class OpenAIGenerator:
             if attempt < attempts:
                 self._sleep(wait)
         plural = "s" if attempts > 1 else ""
-        error = CitationError if citation else GenerationError
+        error = CitationError if citation else ModelOutputError if bad else GenerationError
         raise error(f"{reason} after {attempts} attempt{plural}")
 
     def _attempt(

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Self
 
 from rag.config import Settings
-from rag.errors import CitationError
+from rag.errors import CitationError, ModelOutputError
 from rag.records import Answer, Citation, Evidence, SearchHit, Statement
 from rag.retrieval import Retriever
 
@@ -200,7 +200,15 @@ class Pipeline:
         embedder = self._embedder()
         if use_embedder is not None and embedder is not None:  # built elsewhere (server)
             use_embedder(embedder)
-        result = generator.generate(question, evidence)  # type: ignore[attr-defined]
+        try:
+            result = generator.generate(question, evidence)  # type: ignore[attr-defined]
+            unusable = False
+        except ModelOutputError:  # cut off, or never in the answer format
+            if name == "extractive" or not self.settings.verification.extractive_fallback:
+                raise
+            from rag.extractive import ExtractiveGenerator
+
+            result, unusable = ExtractiveGenerator(embedder).generate(question, evidence), True
         timings["generate"] = time.perf_counter() - t0
         tokens = {"prompt": result.prompt_tokens, "completion": result.completion_tokens}
         labels = [label for s in result.answer.statements for label in s.evidence]
@@ -209,8 +217,9 @@ class Pipeline:
                   "labels_verified": sum(label in shown for label in labels)}
 
         t0 = time.perf_counter()
-        statements, fallback = _verified(result, evidence, self.settings, groups,
-                                         question, name, self._embedder())
+        statements, fallback = _verified(result, evidence, self.settings, groups, question,
+                                         "extractive" if unusable else name, self._embedder())
+        fallback = fallback or unusable
         timings["verify"] = time.perf_counter() - t0
         supported = tuple(s for s in statements if s.supported)
         for statement in supported:

@@ -74,7 +74,8 @@ def answer_lines(answer: Answer, docs_root: Path | None = None) -> list[Line]:
 
     lines: list[Line] = []
     if answer.extractive_fallback:
-        lines.append([("[extractive answer: the model's answer failed verification]", "yellow")])
+        fallback = "[extractive answer: the model's answer failed verification or was unusable]"
+        lines.append([(fallback, "yellow")])
     for s in answer.statements:
         lines.extend(statement_lines(s.text, _labels(s.citations)))
     if not answer.statements:  # "insufficient evidence", or a model's plain answer

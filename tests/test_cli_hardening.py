@@ -259,10 +259,6 @@ def test_unexpected_exception_is_one_line_and_exit_3(hostile: Path, monkeypatch)
     (Reply(raw_body=b"<html>oops</html>"), "answered with a body that is not JSON"),
     (Reply(raw_body=b'{"hello": "world"}'), "JSON without a list of choices"),
     (Reply(raw_body=b'[1, 2]'), "JSON without a list of choices"),
-    (Reply(answer_json([(f"Port {i} is used by the server.", ["E1"]) for i in range(50)])),
-     "has 50 statements, more than generation.max_statements=5"),
-    (Reply(answer_json([(f"Port {i} is used by the server.", ["E1"]) for i in range(20_000)])),
-     "model output is too long"),
 ])
 def test_broken_model_endpoint_is_exit_7(hostile: Path, reply: Reply, needle: str):
     with FakeOpenAIServer([reply]) as server:
@@ -270,6 +266,36 @@ def test_broken_model_endpoint_is_exit_7(hostile: Path, reply: Reply, needle: st
                "RAG_VERIFICATION__MIN_QUESTION_COVERAGE": "0"}
         code, out, err = run("ask", "Which port does the tidewatch server use?", "--index",
                              str(hostile), "--generator", "openai", env=env)
+    assert code == 7, (code, out, err)
+    assert_one_line(err, needle)
+    assert err.rstrip().endswith("after 2 attempts") and out == ""
+
+
+@pytest.mark.parametrize("reply, needle", [
+    (Reply(answer_json([(f"Port {i} is used by the server.", ["E1"]) for i in range(50)])),
+     "has 50 statements, more than generation.max_statements=5"),
+    (Reply(answer_json([(f"Port {i} is used by the server.", ["E1"]) for i in range(20_000)])),
+     "model output is too long"),
+    (Reply(answer_json([("The tidewatch server", ["E1"])])[:40], finish_reason="length",
+           completion_tokens=512),
+     "model output was cut off at max_tokens=512"),
+])
+def test_unusable_model_output_gives_the_labelled_extractive_answer(hostile: Path, reply: Reply,
+                                                                    needle: str):
+    # The model answered, but never usably: the user still gets a verified answer, marked as
+    # the extractive one, instead of an error; with the fallback off it is exit 7.
+    env = {"RAG_GENERATION__RETRIES": "1", "RAG_VERIFICATION__MIN_QUESTION_COVERAGE": "0"}
+    question = "Which port does the tidewatch server use?"
+    with FakeOpenAIServer([reply]) as server:
+        env["RAG_GENERATION__BASE_URL"] = server.base_url
+        code, out, err = run("ask", question, "--index", str(hostile), "--generator", "openai",
+                             env=env)
+        assert len(server.requests) == 2  # both attempts were unusable
+        assert code == 0, (code, out, err)
+        assert out.startswith("[extractive answer:") and "tidewatch" in out.lower()
+        env["RAG_VERIFICATION__EXTRACTIVE_FALLBACK"] = "false"
+        code, out, err = run("ask", question, "--index", str(hostile), "--generator", "openai",
+                             env=env)
     assert code == 7, (code, out, err)
     assert_one_line(err, needle)
     assert err.rstrip().endswith("after 2 attempts") and out == ""

@@ -153,7 +153,7 @@ function renderAnswer(data) {
   const badges = $("badges");
   if (data.extractive_fallback) {
     badges.append(badge(
-      "Extractive fallback: the model's answer failed verification, so these sentences are quoted from the sources instead.",
+      "Extractive fallback: the model's answer failed verification or was unusable, so these sentences are quoted from the sources instead.",
       "warn"));
   } else if (data.generator === "extractive") {
     badges.append(badge("Extractive answer: sentences quoted from the sources", "info"));
