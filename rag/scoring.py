@@ -164,12 +164,16 @@ class PassageScorer:
         """How well each passage answers one part of a question: the share of the part's
         words it holds (idf-weighted, heading included), plus its cosine with the part for
         the likeliest ones, plus a bonus when it holds the kind of thing the part asks for."""
-        kinds = part.kinds - {"code"}  # "how do I" is the whole question's kind
+        # Any code answers "how do I" too loosely for a part: a part that asks how wants a
+        # sentence that says what to do and names the code to do it with.
+        kinds = part.kinds - {"code"}
+        how = "code" in part.kinds
         defines = defined_terms(part.text)
         scores = []
         for p in found:
             score = share(part.terms, p.terms | p.heading_terms, idf)
-            if kinds and has_kind(p, kinds, asked, own=True, defines=defines):
+            if kinds and has_kind(p, kinds, asked, own=True, defines=defines) or how and (
+                    _DIRECTIVE.search(p.sentence.text) and has_kind(p, _CODE, asked, own=True)):
                 score += W_PART_KIND
             scores.append(score)
         if self.embedder is not None:
@@ -311,6 +315,7 @@ def answer_bonus(p: Passage, wants: frozenset[str], asked: set[str],
 
 
 W_PART_KIND = 0.3  # a part's match gains this when it holds the kind of thing the part asks
+_CODE = frozenset({"code"})
 PART_EMBED_TOP = 16  # sentences embedded per part
 
 

@@ -390,3 +390,20 @@ def test_a_how_answer_that_ends_its_section_without_showing_how_runs_into_the_ne
     # A question that does not ask how gets the case alone.
     statements, _ = answer("Does the paid provider check each user in tests?", shown)
     assert "app.dependency_overrides" not in " ".join(s for s, _ in statements)
+
+
+def test_a_part_asking_how_gets_the_sentence_that_says_what_to_do_with_code() -> None:
+    shown = [
+        evidence("E1", "## Streaming lines\n\nA stream response has the media type "
+                       "`application/jsonl`, one item per line.\n\nAn item line looks like "
+                       "`{\"name\": \"Plumbus\"}` in the stream.", path="tutorial/lines.md"),
+        evidence("E2", "## Producing\n\nIn your endpoint you can use `yield` to produce "
+                       "each one in turn.", path="tutorial/lines.md", start=30),
+    ]
+    question = ("What media type does a streaming response use, and how do I produce the "
+                "items in my endpoint?")
+    statements, quotes = answer(question, shown)  # by words alone: no embedder
+    assert "application/jsonl" in statements[0][0]
+    said = "In your endpoint you can use `yield` to produce each one in turn."
+    assert statements[-1] == (said, ["E2"])
+    assert quotes[-1] == (32, 32)
