@@ -119,6 +119,7 @@ def _window_quote(p: Passage, limit: int = WINDOW_WORDS, stop: int = 0,
 PART_COVERED = 0.6  # a part whose words (idf-weighted) the quotes hold this much is answered
 PART_MATCH = 1.0  # a quote for a part must match it this well (words + cosine + kind)...
 PART_FLOOR = 0.5  # ...and score at least this share of the first quote on the whole question
+FIRST_PART_SHARE = 0.5  # the first quote matches some part this share as well as the best does
 
 
 def _overlaps_chosen(p: Passage, chosen: Sequence[Passage]) -> bool:
@@ -190,8 +191,15 @@ def choose(question: str, passages: Sequence[Passage]) -> list[Quote]:
     if not usable:
         return []
     query = set(query_terms(question))
-    # The first quote weighs where its chunk ranked; further ones only need to match.
-    best = max(usable, key=lambda p: p.answer * p.place)
+    # The first quote weighs where its chunk ranked; further ones only need to match. For
+    # a question in parts it must answer one of them: a passage that matches the whole
+    # question's words but no part of it well answers nothing.
+    parts = question_parts(question)
+    tops = [max(p.parts[i] if len(p.parts) > i else 0.0 for p in usable)
+            for i in range(len(parts))]
+    first = [p for p in usable if any(len(p.parts) > i and p.parts[i] >= FIRST_PART_SHARE * top > 0
+                                      for i, top in enumerate(tops))] or usable
+    best = max(first, key=lambda p: p.answer * p.place)
     usable.remove(best)
     if not asks_when(question):  # a changelog entry adds to an answer only about versions
         usable = [p for p in usable if not is_release_note(p.evidence.chunk.source_path,
@@ -203,7 +211,7 @@ def choose(question: str, passages: Sequence[Passage]) -> list[Quote]:
     chosen = [best]
     covered = best.terms.union(*(w.terms for w in [*best.window, *lead])) | best.heading_terms
     words = _window_quote(best)[2] + sum(q.words for q in lead)
-    for index, part in enumerate(question_parts(question)):
+    for index, part in enumerate(parts):
         p = _answer_to_part(index, part, usable, chosen, [*chosen, *lead], covered, best,
                             words)
         if p is not None:

@@ -407,3 +407,21 @@ def test_a_part_asking_how_gets_the_sentence_that_says_what_to_do_with_code() ->
     said = "In your endpoint you can use `yield` to produce each one in turn."
     assert statements[-1] == (said, ["E2"])
     assert quotes[-1] == (32, 32)
+
+
+def test_the_first_quote_of_a_question_in_parts_answers_one_of_them() -> None:
+    # E1 ranks far above the others and shares some of the question's words, but it says
+    # nothing that either part asks.
+    shown = [evidence("E1", "## Schema cache\n\nThe generated OpenAPI schema of the docs is "
+                            "cached once in the app.", path="how-to/cache.md", score=1.0),
+             evidence("E2", "## Hide a path operation\n\nTo hide one endpoint from the docs, "
+                            "set `include_in_schema=False`.", path="advanced/config.md",
+                      score=0.2),
+             evidence("E3", "## Disable the docs\n\nTo switch off the schema and docs UIs "
+                            "entirely, set `openapi_url=None`.", path="tutorial/metadata.md",
+                      score=0.19)]
+    statements, _ = answer("How do I hide one endpoint from the generated docs, and how would "
+                           "I switch off the OpenAPI schema and docs UIs entirely?", shown)
+    quoted = " ".join(s for s, _ in statements)
+    assert "include_in_schema=False" in quoted and "openapi_url=None" in quoted
+    assert "cached" not in quoted
