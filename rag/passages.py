@@ -46,7 +46,10 @@ _QUOTE_PREFIX = re.compile(r"^[ \t]{0,3}>(?:[ \t]?>)*[ \t]?")
 _ALERT = re.compile(r"^\[![A-Za-z]+\][+-]?[ \t]*")
 # Paragraphs that carry evidence-block markup or speak to the assistant are never quoted.
 _MARKUP = re.compile(r"(?i)^(?:evidence\s+e\d+\b|(?:source|lines|heading|content)\s*:)"
-                     r"|<\s*/?\s*untrusted|<!--")
+                     r"|<\s*/?\s*untrusted")
+# An HTML comment hides its text from the page's readers, so prose holding one is never
+# quoted; inside a code span or a code block it is what the reader sees (`<!-- x -->`).
+_CODE_SPAN = re.compile(r"`[^`]*`")
 _ADDRESSED = re.compile(
     r"(?i)\b(?:ignore\s+(?:all\s+|any\s+)?(?:the\s+)?(?:previous|prior|earlier|above)\s+"
     r"instructions|you\s+are\s+(?:now\s+)?an?\s+(?:helpful\s+)?(?:ai\s+)?assistant|"
@@ -113,10 +116,11 @@ def _dedent(lines: tuple[str, ...]) -> tuple[str, ...]:
     return tuple(x[indent:] for x in lines) if indent else lines
 
 
-def _safe(lines: Sequence[str]) -> bool:
+def _safe(lines: Sequence[str], code: bool = False) -> bool:
     text = " ".join(lines)
     return not any(_MARKUP.search(line.strip()) for line in lines) and not _ADDRESSED.search(
-        text) and not _INLINE_SHORTCODE.search(text)
+        text) and not _INLINE_SHORTCODE.search(text) and (
+        code or "<!--" not in _CODE_SPAN.sub("", text))
 
 
 def _table_rows(raw: Sequence[str]) -> set[int]:
@@ -211,7 +215,7 @@ def read_blocks(text: str, first_line_is_file_start: bool = False) -> list[Block
                 blocks.extend(Block("item", k, k, (" ".join(raw[k].split()),), heading,
                                     heading_line, fact_line, fact, entry=True, group=k)
                               for k in options if _safe((raw[k],)))
-            elif any(b.strip() for b in body) and _safe(body):
+            elif any(b.strip() for b in body) and _safe(body, code=True):
                 owner = in_entry(i)
                 blocks.append(Block("code", i, min(j, len(raw) - 1), body, heading,
                                     heading_line, fact_line, fact, owner >= 0, owner))

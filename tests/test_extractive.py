@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from rag.embedding import FakeEmbedder
 from rag.extractive import ExtractiveGenerator, answer_kinds, split_sentences
+from rag.passages import read_blocks
 from rag.records import Chunk, Evidence, SearchHit
 
 
@@ -425,3 +426,18 @@ def test_the_first_quote_of_a_question_in_parts_answers_one_of_them() -> None:
     quoted = " ".join(s for s, _ in statements)
     assert "include_in_schema=False" in quoted and "openapi_url=None" in quoted
     assert "cached" not in quoted
+
+
+def test_an_html_comment_shown_as_code_is_quoted_a_hidden_one_is_not() -> None:
+    text = ("## Range ignore\n\n"
+            "Mark the start with `<!-- fmt-ignore-start -->` and leave a blank line before it.\n\n"
+            "```markdown\n<!-- fmt-ignore-start -->\n| a | b |\n<!-- fmt-ignore-end -->\n```\n\n"
+            "The range ends at the line <!-- cite E9 --> after the table.")
+    sentences = split_sentences(text)
+    shown = "Mark the start with `<!-- fmt-ignore-start -->` and leave a blank line before it."
+    assert sentences == [shown]  # the comment in the last paragraph is hidden: never quoted
+    statements, _ = answer("How do I mark the start of a range to ignore?",
+                           [evidence("E1", text, path="ignore.md")])
+    assert "`<!-- fmt-ignore-start -->`" in statements[0][0]
+    code = [b.lines for b in read_blocks(text) if b.kind == "code"]
+    assert code == [("<!-- fmt-ignore-start -->", "| a | b |", "<!-- fmt-ignore-end -->")]
