@@ -11,6 +11,7 @@ label check are the guarantees), fragments and sentences cut short.
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -57,6 +58,17 @@ _ADDRESSED = re.compile(
 )
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9`\"'(\[*_])")
 _COMPLETE = re.compile(r"[.!?:;)\]\"'`*]$")
+# What may follow a sentence's last mark: emoji (and their variation selectors and joiners),
+# as in "...was added in FastAPI `0.102.0`. 🤓".
+_TRAILING_SYMBOLS = frozenset({"So", "Sk", "Mn", "Cf", "Zs"})
+
+
+def _complete(text: str) -> bool:
+    """Whether the sentence ends as a sentence does, emoji after its mark aside."""
+    end = len(text)
+    while end and unicodedata.category(text[end - 1]) in _TRAILING_SYMBOLS:
+        end -= 1
+    return bool(_COMPLETE.search(text[:end]))
 FACT = re.compile(r"\b(?:v?\d+\.\d+(?:\.\d+)?|\d{4}-\d{2}-\d{2})\b")
 MIN_WORDS = 4
 _DELIMITER_ROW = re.compile(r"\|?[ \t]*:?-+:?[ \t]*(?:\|[ \t]*:?-+:?[ \t]*)+\|?")
@@ -306,17 +318,22 @@ def sentences(blocks: Sequence[Block]) -> list[Sentence]:
             text = show_links(clean_inline(part.strip()))
             ends = n == len(parts) - 1
             if (kept_previous and len(text.split()) < MIN_WORDS and FACT_WORD.search(text)
-                    and _COMPLETE.search(text) and not text[:1].islower()):
+                    and _complete(text) and not text[:1].islower()):
                 # "Default is `75`." is too short to quote alone, but it completes the
                 # sentence before it: quote it with that one.
                 prev = out[-1]
                 out[-1] = Sentence(f"{prev.text} {text}", prev.first, last, b_index, ends)
                 continue
             kept_previous = False
-            # "...you write:" after a code block finishes the sentence that introduced the
-            # block: quotable as the rest of that quote, never as a quote's start.
-            continues = text.startswith(("...", "…")) and n == 0
-            if (len(text.split()) < (2 if continues else MIN_WORDS) or not _COMPLETE.search(text)
+            # "...you write:" or "a new object would be created" opening a paragraph after a
+            # code block finishes the sentence that introduced the block: quotable as the
+            # rest of that quote, never as a quote's start.
+            continues = n == 0 and (text.startswith(("...", "…")) or text[:1].islower()
+                                    and b_index > 0 and blocks[b_index - 1].kind == "code")
+            # A short one ("...you write:") is kept only for the code it introduces.
+            shows_code = b_index + 1 < len(blocks) and blocks[b_index + 1].kind == "code"
+            if (len(text.split()) < (2 if continues and shows_code else MIN_WORDS)
+                    or not _complete(text)
                     or (text[:1].islower() or text.startswith(("...", "…"))) and not continues):
                 continue  # a fragment, or a sentence cut short
             out.append(Sentence(text, first, last, b_index, ends, continues))

@@ -441,3 +441,25 @@ def test_an_html_comment_shown_as_code_is_quoted_a_hidden_one_is_not() -> None:
     assert "`<!-- fmt-ignore-start -->`" in statements[0][0]
     code = [b.lines for b in read_blocks(text) if b.kind == "code"]
     assert code == [("<!-- fmt-ignore-start -->", "| a | b |", "<!-- fmt-ignore-end -->")]
+
+
+def test_a_sentence_ending_in_an_emoji_is_quoted() -> None:
+    text = ("## Separate schemas\n\n"
+            "Support for `separate_input_output_schemas` was added in FastAPI `0.102.0`. 🤓\n\n"
+            "It is a great feature ✨️")  # no full stop: still cut short
+    assert split_sentences(text) == [
+        "Support for `separate_input_output_schemas` was added in FastAPI `0.102.0`. 🤓"]
+
+
+def test_a_lowercase_paragraph_after_code_finishes_the_quote_before_it() -> None:
+    text = ("## Settings\n\n"
+            "Reading the settings file for each request is slow. If the dependency were:\n\n"
+            "```Python\ndef get_settings():\n    return Settings()\n```\n\n"
+            "we would read the settings file for each request. ⚠️\n\n"
+            "- an item\n\nsome lowercase words that follow no code at all.")
+    assert split_sentences(text) == [  # the lowercase paragraphs never start a quote
+        "Reading the settings file for each request is slow.", "If the dependency were:"]
+    statements, _ = answer("Why is reading the settings file for each request slow?",
+                           [evidence("E1", text, path="advanced/settings.md")])
+    assert statements[0][0].endswith("we would read the settings file for each request. ⚠️")
+    assert "follow no code" not in statements[0][0]
