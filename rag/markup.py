@@ -293,36 +293,55 @@ _WORD_TOKEN = re.compile(r"^[A-Za-z][a-z'’-]*[,.;:!?)]?$")
 # Markdown that never sits inside a code block: a list item, a table row, an image, a link.
 _MARKDOWN_LINE = re.compile(r"^\s*(?:[-*+]\s+\S|\d+[.)]\s+\S|\||!\[|\[[^\]]*\]\()")
 _SECTION = re.compile(r"^#{1,6}\s+\S")  # a chunk that opens with a heading starts in prose
-_CODE_LINE = re.compile(r"^\s|^[{}\[\]()\"'<>#@/=;]|[{}\[\](),;:]$|\s=\s")
+_CODE_LINE = re.compile(r"^\s|^[{}\[\]()\"'<>#@/=;]|[{}\[\](),;:]$|\s=\s"
+                        r"|^(?:from\s+[\w.]+\s+import|import\s+[\w.]+$|(?:async\s+)?def\s+\w+\("
+                        r"|class\s+\w+[(:]|return\b|print\()")
 CODE_LIKE_LINES = 2
 
 
+# What a sentence of prose never holds: an assignment, a call, a type union, an arrow, a
+# comment opening an indented line, a keyword argument in brackets.
+_CODE_MARK = re.compile(r"\s=\s|\w\(|\s\|\s|->|^\s+#\s|\[\w+=")
+_SPAN = re.compile(r"`[^`]*`")  # a code span in prose is not code on its own line
+
+
 def _prose(line: str) -> bool:
-    """A line that reads as a sentence: mostly plain words, six or more."""
+    """A line that reads as a sentence: mostly plain words, six or more, no code marks."""
     words = line.split()
     return len(words) >= 6 and sum(map(bool, map(_WORD_TOKEN.match, words))) * 10 >= len(
-        words) * 6
+        words) * 6 and not _CODE_MARK.search(_SPAN.sub("", line))
+
+
+def _names_language(fence: str) -> bool:
+    return bool(fence.strip().lstrip("`~").strip())
 
 
 def code_continuation(lines: Sequence[str]) -> int:
     """How many lines at the top of a chunk continue a fenced code block that an earlier
     chunk opened (a long block is split between chunks): 0 when the chunk starts in prose.
 
-    The chunk alone cannot say for sure, so it is read as starting in code only when the
-    evidence agrees: its first fence is a bare one (a fence with a language opens a
-    block), every line before it is code-like (at least two), and what follows the fence
+    A fence that names a language ("```python") only ever opens a block. So when the
+    chunk's fences, paired from the top, would close a block with one, the chunk starts in
+    code. Otherwise the chunk alone cannot say for sure, and it is read as starting in code
+    only when the evidence agrees: its first fence is a bare one, every line before it is
+    code-like (at least two), and what follows the fence
     is not code-like (a closing fence is followed by prose; an opening one by code). With
     no fence at all, every line must be code-like. Anything that reads as prose, a list,
     a table or a heading keeps it prose."""
-    end = next((i for i, line in enumerate(lines) if ANY_FENCE.match(line)), len(lines))
-    if end < len(lines) and lines[end].strip().lstrip("`~").strip():
+    fences = [i for i, line in enumerate(lines) if ANY_FENCE.match(line)]
+    end = fences[0] if fences else len(lines)
+    if fences and _names_language(lines[end]):
         return 0  # "```python" opens a block
+    if any(_names_language(lines[i]) for i in fences[1::2]):
+        # Paired from the top, a fence that would close a block names a language, which
+        # only an opening fence does: the chunk starts inside a block its first fence closes.
+        return end + 1
     before = [line for line in lines[:end] if line.strip()]
     if len(before) < CODE_LIKE_LINES or _SECTION.match(before[0]) or not all(
             _CODE_LINE.search(line) and not _prose(line) and not _MARKDOWN_LINE.match(line)
             for line in before):
         return 0
-    after = next((line for line in lines[end + 1:] if line.strip()), "")
+    after = next((line for line in lines[end + 1:] if _TAG.sub("", line).strip()), "")
     if after and _CODE_LINE.search(after) and not _prose(after) \
             and not _MARKDOWN_LINE.match(after) and not _SECTION.match(after):
         return 0  # the fence opens a block: code follows it

@@ -122,6 +122,17 @@ def test_a_chunk_that_starts_inside_a_split_code_block_is_read_as_code_to_its_fe
     assert code_continuation(["    }", "}", "```python", "x = 1", "```"]) == 0
     # A bare fence followed by code opens a block: what stands before it is not code.
     assert code_continuation(["print(a)", "print(b)", "```", "x = 1", "```"]) == 0
+    # A chunk that starts on a block's closing fence: the next fence names a language, so
+    # the first one closed a block, whatever stands between them.
+    assert code_continuation(["```", "", "Alternatively, a validator can be used:", "",
+                              "```python", "class User(BaseModel):", "```"]) == 1
+    # Python lines are code, even ones that hold six plain words ("foo: str | None = None").
+    python = ["from typing import Annotated", "", "class Model(BaseModel):",
+              "    foo: str | None = None", "    bar: int = Field(description='The bar')"]
+    assert code_continuation(python) == len(python)
+    # An admonition's indented prose stays prose, calls in its code spans and all.
+    assert code_continuation(["    property names instead by calling `model_json_schema()` or",
+                              "    `model_dump_json()` with the `by_alias=False` argument."]) == 0
 
 
 def test_a_split_code_blocks_tail_is_never_quoted_as_prose() -> None:
