@@ -98,13 +98,14 @@ def answer_kinds(question: str) -> frozenset[str]:
     """What the question asks for: code (how do I...), a number, a version, a reason, a
     definition (what is X?)."""
     kinds = set()
-    if _ASK_CODE.search(question):
+    asked = _ASKED_END.split(question.strip())  # "Nginx strips the prefix. What option...?"
+    if any(_ASK_CODE.search(sentence) for sentence in asked):
         kinds.add("code")
     if _ASK_NUMBER.search(question):
         kinds.add("number")
     if asks_when(question):
         kinds.add("version")
-    if _ASK_WHY.search(question):
+    if any(_ASK_WHY.search(sentence) for sentence in asked):
         kinds.add("reason")
     if defined_terms(question):
         kinds.add("definition")

@@ -28,6 +28,11 @@ def test_a_question_that_asks_one_thing_has_no_parts() -> None:
 def test_kinds_of_answer() -> None:
     assert answer_kinds("How many workers run by default?") >= {"number", "code"}
     assert answer_kinds("Since which version is this possible?") == {"version"}
+    # What is asked decides, wherever the scene ends: "What option...?" after two sentences.
+    assert "code" in answer_kinds("Nginx strips the /api/v1 prefix. The docs page breaks. "
+                                  "What option fixes this?")
+    assert "reason" in answer_kinds("The server drops my header. Why does it do that?")
+    assert "code" not in answer_kinds("The server drops my header. Does it log that?")
 
 
 def test_what_is_x_asks_for_a_definition_of_x() -> None:
