@@ -232,3 +232,30 @@ def test_listing_every_chunk_is_refused_not_partial(docs, pg_dsn, embedder):
     assert len(index.chunks) > 0
     with pytest.raises(IndexingError, match="through its searches only"):
         list(index.chunks)
+
+
+def test_pieces_of_a_long_line_keep_their_columns(docs, tmp_path, pg_dsn, embedder):
+    """A paragraph on one long line is indexed as pieces of that line; the team store must
+    hand back the same pieces, columns included, or every citation of them reads as a file
+    that changed since indexing."""
+    from rag.verification import quote_lines
+
+    sentence = "The pelican harbour gate opens at dawn for the fishing boats of the bay. "
+    (docs / "long.md").write_text("# Harbour\n\n" + sentence * 60 + "\n", encoding="utf-8")
+    folder_settings, database_settings = Settings(), pg_settings(pg_dsn)
+    build_index(docs, tmp_path / "index", folder_settings, embedder)
+    build_index(docs, UNUSED, database_settings, embedder)
+    folder = open_retriever(tmp_path / "index", folder_settings, embedder)
+    database = open_retriever(UNUSED, database_settings, embedder)
+    pieces = [c for c in folder.index.chunks if c.source_path == "long.md" and c.start_col is not None]
+    assert len(pieces) > 1  # the line really was split
+    want = folder.search("pelican harbour gate dawn", mode="lexical", k=3)
+    got = database.search("pelican harbour gate dawn", mode="lexical", k=3)
+    assert [h.chunk for h in got] == [h.chunk for h in want]
+    for hit in got:
+        c = hit.chunk
+        _, problem = quote_lines(docs, c.source_path, c.start_line, c.end_line, c.text,
+                                 cols=(c.start_col, c.end_col))
+        assert problem is None
+    # Re-indexing reads the stored version back: nothing is re-embedded for the pieces.
+    assert build_index(docs, UNUSED, database_settings, embedder).chunks_embedded == 0

@@ -66,8 +66,14 @@ CREATE TABLE IF NOT EXISTS rag_chunks (
     content_hash text NOT NULL,
     length integer NOT NULL,
     visibility text[] NOT NULL DEFAULT '{{}}',
+    start_col integer,
+    end_col integer,
     PRIMARY KEY (version_id, pos)
 );
+-- A piece of one long line is text[start_col:end_col] of that line (databases made before
+-- these columns get them here; their old versions have none until the next `rag index`).
+ALTER TABLE rag_chunks ADD COLUMN IF NOT EXISTS start_col integer,
+    ADD COLUMN IF NOT EXISTS end_col integer;
 CREATE INDEX IF NOT EXISTS rag_chunks_hash ON rag_chunks (content_hash, version_id);
 CREATE TABLE IF NOT EXISTS rag_df (
     version_id bigint NOT NULL REFERENCES rag_versions (id) ON DELETE CASCADE,

@@ -30,7 +30,7 @@ from rag.stores.pg_schema import Pool, pool, where
 STALE_CHECK_S = 1.0  # how often a server asks which version is current
 K1, B = 1.5, 0.75  # bm25s defaults (Lucene BM25), so scores equal the folder store's
 CHUNK_COLUMNS = ("c.pos, c.chunk_id, c.source_id, c.source_path, c.text, c.start_line, "
-                 "c.end_line, c.heading, c.visibility")
+                 "c.end_line, c.heading, c.visibility, c.start_col, c.end_col")
 VISIBLE = "(c.visibility = '{}' OR c.visibility && %(groups)s::text[])"
 # Rank on narrow rows first, then read the k chunks' columns (text included) once.
 WITH_CHUNK = "JOIN rag_chunks c ON c.version_id = %(v)s AND c.pos = top.pos"
@@ -71,7 +71,7 @@ class Rows(Sequence[Chunk]):
             self._seen[row] = Chunk(
                 chunk_id=record[1], source_id=record[2], source_path=record[3], text=record[4],
                 start_line=int(record[5]), end_line=int(record[6]), heading=record[7],
-                visibility=tuple(record[8] or ()))
+                visibility=tuple(record[8] or ()), start_col=record[9], end_col=record[10])
         return row
 
 
