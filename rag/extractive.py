@@ -158,6 +158,10 @@ def _next_section(best: Passage, end: int, passages: Sequence[Passage]) -> Passa
     return min(after, key=lambda p: p.lines[0]) if after else None
 
 
+# A sentence that opens by pointing back at the one before it.
+_REFERS_BACK = re.compile(r"(?i)^(?:so|then|thus|therefore|that\s+way|this\s+way|with\s+th(?:at|is)"
+                          r"|in\s+th(?:at|is)\s+case|because\s+of\s+th(?:at|is)|that|this|these"
+                          r"|those|it|and|but)\b")
 LEAD_WORDS = 30  # a section's opening this short before the best sentence is quoted too
 ENTRY_LEAD_WORDS = 60  # and a definition-list entry's (its term and first sentences)
 
@@ -170,13 +174,16 @@ def _section_lead(best: Passage, passages: Sequence[Passage]) -> list[Passage]:
     same = sorted((p for p in passages if p.evidence is best.evidence
                    and p.section == best.section
                    and (not best.entry or p.group == best.group)),
-                  key=lambda p: (p.lines[0], p.sentence.first))
+                  key=lambda p: p.order)
     before = [p for p in same if p is not best and best in p.window]  # run on into best
     limit = ENTRY_LEAD_WORDS if best.entry else LEAD_WORDS
     if not before or before[0] is not same[0] or same[0].sentence.continues \
             or (same[0].section < 0 and not best.entry) \
             or sum(p.words for p in before) > limit:
-        return []
+        # "So, the prefix in this case is `/items`." says what the sentence before it
+        # said: quote that one too.
+        return before[-1:] if before and before[-1].window[0] is best \
+            and _REFERS_BACK.match(best.sentence.text) else []
     return before
 
 

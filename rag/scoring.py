@@ -55,6 +55,7 @@ class Passage:
     window: list[Passage] = field(default_factory=list)  # what a quote of it runs on to
     idf: dict[str, float] = field(default_factory=dict)  # question term weights (shared)
     parts: list[float] = field(default_factory=list)  # how well it answers each part
+    order: int = 0  # reading order among the evidence's passages (several share a line)
 
     @property
     def words(self) -> int:
@@ -115,7 +116,8 @@ class PassageScorer:
                                         (chunk.start_line + sentence.first,
                                          chunk.start_line + last),
                                         _terms(text), heading, _terms(heading),
-                                        blocks[sentence.block]))
+                                        blocks[sentence.block],
+                                        order=len(found) + len(in_chunk)))
             _link_windows(in_chunk)
             found.extend(in_chunk)
         query = query_terms(question)

@@ -463,3 +463,16 @@ def test_a_lowercase_paragraph_after_code_finishes_the_quote_before_it() -> None
                            [evidence("E1", text, path="advanced/settings.md")])
     assert statements[0][0].endswith("we would read the settings file for each request. ⚠️")
     assert "follow no code" not in statements[0][0]
+
+
+def test_a_sentence_that_points_back_is_quoted_with_the_one_before_it() -> None:
+    intro = ("Routers group the path operations of one part of a bigger application, and "
+             "each of them can declare the tags, responses and dependencies that all of its "
+             "path operations share.")  # too long to open the quote as the section's lead
+    text = (f"## Prefix\n\n{intro} The router prefix must not include a final slash. "
+            "So, the router prefix in this case is `/items`.")
+    statements, quotes = answer("What is the router prefix in this case?",
+                                [evidence("E1", text, path="tutorial/bigger.md")])
+    assert statements[0][0].startswith("The router prefix must not include a final slash. "
+                                       "So, the router prefix")
+    assert not statements[0][0].startswith("Routers group")
