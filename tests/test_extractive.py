@@ -476,3 +476,4 @@ def test_a_sentence_that_points_back_is_quoted_with_the_one_before_it() -> None:
     assert statements[0][0].startswith("The router prefix must not include a final slash. "
                                        "So, the router prefix")
     assert not statements[0][0].startswith("Routers group")
+    assert quotes[0] == (3, 3)  # one line: the paragraph is written on one line
