@@ -1,10 +1,12 @@
 """Extractive answers: quote the evidence passage that answers the question; no model.
 
 Sentences are scored by rag/scoring.py. The answer quotes the best passage verbatim, from
-its section's opening when that is a few words before it, running on through its section,
-plus the code block, list or table that a sentence ending in ":" introduces; a question in
-parts gets a quote for each part the first leaves open. Each quote carries the file lines
-it came from, so its citation is line-precise.
+its section's opening when that is a few words before it (or from the sentence before it,
+when it points back: "So, ..."), running on through its section, plus the code block, list
+or table that a sentence ending in ":" introduces; a question in parts gets a quote for each
+part the first leaves open, and a how-question whose quote ends its section without showing
+how gets the next section's opening. Each quote carries the file lines it came from, so its
+citation is line-precise.
 """
 
 from __future__ import annotations
@@ -188,10 +190,12 @@ def _section_lead(best: Passage, passages: Sequence[Passage]) -> list[Passage]:
 
 
 def choose(question: str, passages: Sequence[Passage]) -> list[Quote]:
-    """The best passage run on through its section; then a quote for each part of a
-    question in parts that it leaves open (three quotes at most), or else one more, from
-    another page, that scores nearly as well and covers question words the first did not.
-    Adjacent quotes of one chunk merge."""
+    """The best passage run on through its section (for a question in parts, one that
+    answers some part); then a quote for each part of a question in parts that it leaves
+    open (three quotes at most); for a how-question whose quote shows no code, the opening
+    of the next section on the page; then, while there is room, one more from another page
+    that scores nearly as well and covers question words the first did not. Adjacent quotes
+    of one chunk merge."""
     usable = sorted((p for p in passages if p.words <= MAX_PASSAGE_WORDS and p.score > 0
                      and not p.sentence.continues),  # "...you write:" only runs on a quote
                     key=lambda p: (-p.answer, p.rank, p.lines[0]))
