@@ -185,7 +185,8 @@ def _section_lead(best: Passage, passages: Sequence[Passage]) -> list[Passage]:
         # "So, the prefix in this case is `/items`." says what the sentence before it
         # said: quote that one too.
         return before[-1:] if before and before[-1].window[0] is best \
-            and _REFERS_BACK.match(best.sentence.text) else []
+            and before[-1].block.kind == "prose" and _REFERS_BACK.match(best.sentence.text) \
+            else []
     return before
 
 

@@ -477,3 +477,13 @@ def test_a_sentence_that_points_back_is_quoted_with_the_one_before_it() -> None:
                                        "So, the router prefix")
     assert not statements[0][0].startswith("Routers group")
     assert quotes[0] == (3, 3)  # one line: the paragraph is written on one line
+
+
+def test_a_list_item_is_never_pulled_in_by_a_sentence_that_points_back() -> None:
+    text = ("## Router\n\nEach router declares, for all of its path operations, the shared "
+            "tags, responses, dependencies and a prefix that ends its path:\n\n"
+            "* The response `418`. 🍵\n\n"
+            "But that prefix will only affect the router in our app, not in any other code.")
+    statements, _ = answer("Will the router prefix affect other code that uses the router?",
+                           [evidence("E1", text, path="tutorial/bigger.md")])
+    assert statements[0][0].startswith("But that prefix will only affect")
