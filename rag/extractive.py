@@ -103,6 +103,22 @@ def _with_heading_name(p: Passage, quote: tuple[str, tuple[int, int]],
     return f"{name}: {text}", (heading_line, lines[1])
 
 
+def _joined(texts: Sequence[str]) -> str:
+    """Quoted sentences in reading order: a space between sentences, a line break after one
+    that brought its code block, list or table, so prose never runs on after code."""
+    out = ""
+    for text in texts:
+        out = f"{out}{_gap(out)}{text}" if out else text
+    return out
+
+
+def _gap(before: str) -> str:
+    """What goes between a quote and the sentence after it: a line break when the quote
+    ends in the lines of a block (a passage's block follows its sentence on new lines)."""
+    last = before.rsplit("\n", 1)
+    return "\n" if len(last) == 2 and not last[1].rstrip().endswith((".", "!", "?")) else " "
+
+
 def _window_quote(p: Passage, limit: int = WINDOW_WORDS, stop: int = 0,
                   ) -> tuple[str, tuple[int, int], int]:
     """The passage run on through its window, up to ``limit`` words, before line ``stop``."""
@@ -112,7 +128,7 @@ def _window_quote(p: Passage, limit: int = WINDOW_WORDS, stop: int = 0,
             break
         parts.append(q.text)
         last, words = q.lines[1], words + q.words
-    return " ".join(parts), (p.lines[0], last), sum(
+    return _joined(parts), (p.lines[0], last), sum(
         len(t.split()) for t in parts)
 
 
@@ -258,7 +274,7 @@ def choose(question: str, passages: Sequence[Passage]) -> list[Quote]:
         if p is best:
             text, lines = _window_quote(p)[:2]
             if lead:
-                text = " ".join([*(q.text for q in lead), text])
+                text = _joined([*(q.text for q in lead), text])
                 lines = (lead[0].lines[0], lines[1])
             text, lines = _with_heading_fact(p, question, _with_heading_name(p, (text, lines)))
         else:  # a further quote runs on a little too, short of the next quote it meets
@@ -268,7 +284,7 @@ def choose(question: str, passages: Sequence[Passage]) -> list[Quote]:
                 p, _window_quote(p, FURTHER_WINDOW_WORDS, stop)[:2]))
         prev = quotes[-1] if quotes else None
         if prev is not None and prev.label == p.evidence.label and 0 <= lines[0] - prev.lines[1] <= 2:
-            quotes[-1] = Quote(f"{prev.text} {text}", prev.label, (prev.lines[0], lines[1]))
+            quotes[-1] = Quote(_joined([prev.text, text]), prev.label, (prev.lines[0], lines[1]))
         else:
             quotes.append(Quote(text, p.evidence.label, lines))
     return quotes

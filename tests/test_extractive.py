@@ -487,3 +487,14 @@ def test_a_list_item_is_never_pulled_in_by_a_sentence_that_points_back() -> None
     statements, _ = answer("Will the router prefix affect other code that uses the router?",
                            [evidence("E1", text, path="tutorial/bigger.md")])
     assert statements[0][0].startswith("But that prefix will only affect")
+
+
+def test_prose_after_a_quoted_code_block_starts_on_its_own_line() -> None:
+    text = ("## Settings\n\nReading the settings file is slow. If the dependency were:\n\n"
+            "```Python\ndef get_settings():\n    return Settings()\n```\n\n"
+            "we would read the settings file for each request.\n\n"
+            "Cache the settings object to read the file once.")
+    statements, _ = answer("Why is reading the settings file slow?",
+                           [evidence("E1", text, path="advanced/settings.md")])
+    assert "    return Settings()\nwe would read the settings file" in statements[0][0]
+    assert "for each request. Cache the settings object" in statements[0][0]
