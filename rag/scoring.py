@@ -175,7 +175,8 @@ class PassageScorer:
         for p in found:
             score = share(part.terms, p.terms | p.heading_terms, idf)
             if kinds and has_kind(p, kinds, asked, own=True, defines=defines) or how and (
-                    _DIRECTIVE.search(p.sentence.text) and has_kind(p, _CODE, asked, own=True)):
+                    (_DIRECTIVE.search(p.sentence.text) or _TO_DO.match(p.sentence.text))
+                    and has_kind(p, _CODE, asked, own=True)):
                 score += W_PART_KIND
             scores.append(score)
         if self.embedder is not None:
@@ -295,6 +296,9 @@ _DIRECTIVE = re.compile(
     r"(?i)\byou\s+(?:can|could|need\s+to|should|shouldn't|must|have\s+to|only\s+need)\b"
     r"|(?:^|[.:]\s+)(?:use|set|pass|declare|add|import|call|run|install|create)\s"
     r"|\bby\s+(?:setting|passing|using|adding|declaring|calling)\b")
+# ..."To stream events, use `yield`": a part that asks how is answered by this form too.
+_TO_DO = re.compile(r"(?i)^to\s[^,]{1,80},\s+(?:use|set|pass|declare|add|import|call|run"
+                    r"|install|create)\s")
 W_OWN_KIND = 0.06  # the sentence (with what it introduces) holds the kind asked for
 W_DIRECTIVE = 0.08  # the sentence says what to do, for a question asking how
 W_DEFINITION = 0.15  # the sentence says what the thing is, for "what is X?"

@@ -498,3 +498,17 @@ def test_prose_after_a_quoted_code_block_starts_on_its_own_line() -> None:
                            [evidence("E1", text, path="advanced/settings.md")])
     assert "    return Settings()\nwe would read the settings file" in statements[0][0]
     assert "for each request. Cache the settings object" in statements[0][0]
+
+
+def test_to_do_this_use_that_answers_a_part_that_asks_how() -> None:
+    shown = [
+        evidence("E1", "## Streaming lines\n\nA stream response has the media type "
+                       "`application/jsonl`, one item per line.\n\nAn item line looks like "
+                       "`{\"name\": \"Plumbus\"}` in the stream.", path="tutorial/lines.md"),
+        evidence("E2", "## Producing\n\nTo produce the stream in your endpoint, use `yield` "
+                       "for each one in turn.", path="tutorial/lines.md", start=30),
+    ]
+    statements, _ = answer("What media type does a streaming response use, and how do I "
+                           "produce the items in my endpoint?", shown)  # words alone
+    assert "application/jsonl" in statements[0][0]
+    assert statements[-1][0].startswith("To produce the stream in your endpoint, use `yield`")
