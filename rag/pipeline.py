@@ -200,26 +200,25 @@ class Pipeline:
         embedder = self._embedder()
         if use_embedder is not None and embedder is not None:  # built elsewhere (server)
             use_embedder(embedder)
+        result: GenerationResult | None
         try:
             result = generator.generate(question, evidence)  # type: ignore[attr-defined]
-            unusable = False
         except ModelOutputError:  # cut off, or never in the answer format
             if name == "extractive" or not self.settings.verification.extractive_fallback:
                 raise
-            from rag.extractive import ExtractiveGenerator
-
-            result, unusable = ExtractiveGenerator(embedder).generate(question, evidence), True
+            result = None  # as for an answer that fails verification: _verified falls back
         timings["generate"] = time.perf_counter() - t0
-        tokens = {"prompt": result.prompt_tokens, "completion": result.completion_tokens}
-        labels = [label for s in result.answer.statements for label in s.evidence]
+        tokens = {"prompt": result.prompt_tokens if result else 0,
+                  "completion": result.completion_tokens if result else 0}
+        labels = [label for s in result.answer.statements for label in s.evidence] \
+            if result else []
         shown = {e.label for e in evidence}
         checks = {"labels_cited": len(labels),
                   "labels_verified": sum(label in shown for label in labels)}
 
         t0 = time.perf_counter()
-        statements, fallback = _verified(result, evidence, self.settings, groups, question,
-                                         "extractive" if unusable else name, self._embedder())
-        fallback = fallback or unusable
+        statements, fallback = _verified(result, evidence, self.settings, groups,
+                                         question, name, self._embedder())
         timings["verify"] = time.perf_counter() - t0
         supported = tuple(s for s in statements if s.supported)
         for statement in supported:
@@ -248,10 +247,11 @@ def _coverage(question: str, evidence: tuple[Evidence, ...]) -> float:
 
 
 def _verified(
-    result: GenerationResult, evidence: tuple[Evidence, ...], settings: Settings,
+    result: GenerationResult | None, evidence: tuple[Evidence, ...], settings: Settings,
     groups: frozenset[str], question: str, name: str, embedder: Embedder | None = None,
 ) -> tuple[list[Statement], bool]:
-    """Check the model's statements; fall back to an extractive answer if none survive."""
+    """Check the model's statements; fall back to an extractive answer if none survive, or
+    if the model's output was unusable (``result`` None)."""
     from rag.extractive import ExtractiveGenerator
     from rag.verification import check_support
 
@@ -265,16 +265,15 @@ def _verified(
         return check_support(pairs, evidence, threshold=threshold, allowed_groups=groups,
                              quotes=generated.quotes)
 
-    model_answer = result.answer
     try:
-        statements = check(result)
+        statements = check(result) if result else []
         failed = not any(s.supported for s in statements)
     except CitationError:
         if not settings.verification.extractive_fallback or name == "extractive":
             raise
         statements, failed = [], True
     if (not failed or name == "extractive" or not settings.verification.extractive_fallback
-            or model_answer.insufficient_evidence):
+            or result and result.answer.insufficient_evidence):
         return statements, False
     extractive = check(ExtractiveGenerator(embedder).generate(question, evidence))
     if not any(s.supported for s in extractive):
