@@ -13,7 +13,7 @@ import html
 import re
 from collections.abc import Callable, Sequence
 
-from rag.markup import SHORTCODE_CLOSERS, VERSION_SHORTCODE
+from rag.markup import CODE_SPAN, HTML_TAG, SHORTCODE_CLOSERS, VERSION_SHORTCODE
 
 __all__ = ["clean_inline", "outside_code", "row_text", "show_entities", "show_links",
            "show_shortcodes", "table_cells", "unescape"]
@@ -21,13 +21,12 @@ __all__ = ["clean_inline", "outside_code", "row_text", "show_entities", "show_li
 # --- code spans and HTML entities -------------------------------------------------------------
 
 _ENTITY = re.compile(r"&(?:[A-Za-z][A-Za-z0-9]{1,31}|#[0-9]{1,7}|#[xX][0-9A-Fa-f]{1,6});")
-_CODE_SPAN = re.compile(r"(`+)[^`].*?\1")
 
 
 def outside_code(text: str, change: Callable[[str], str]) -> str:
     """``text`` with ``change`` applied to the prose between its code spans only."""
     out, pos = [], 0
-    for span in _CODE_SPAN.finditer(text):
+    for span in CODE_SPAN.finditer(text):
         out += [change(text[pos:span.start()]), span.group()]
         pos = span.end()
     out.append(change(text[pos:]))
@@ -47,7 +46,6 @@ def _entity(match: re.Match[str]) -> str:
 
 # --- escapes, tags and links ------------------------------------------------------------------
 
-_HTML_TAG = re.compile(r"</?[A-Za-z][\w-]*(?:\s[^<>]*)?/?>")
 # Inline links show their text: [text](url), [text][ref], [text][] and Hugo's [term](g).
 _INLINE_LINK = re.compile(r"(?<![!\\])\[([^\[\]\n]+)\](?:\([^()\s]*(?:\s+\"[^\"]*\")?\)|\[[^\[\]\n]*\])")
 _CELL_SPLIT = re.compile(r"(?<!\\)\|")  # a pipe, unless escaped (GFM: "\|" inside a cell)
@@ -90,7 +88,7 @@ def clean_inline(text: str) -> str:
     """Prose with inline HTML tags removed (``<code>x</code>`` becomes a code span, and
     code spans keep their tags) and HTML entities shown as the characters they stand for."""
     if "<" in text:
-        text = outside_code(html_code_spans(text), lambda prose: _HTML_TAG.sub("", prose))
+        text = outside_code(html_code_spans(text), lambda prose: HTML_TAG.sub("", prose))
     return show_entities(text) if "&" in text else text
 
 

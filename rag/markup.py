@@ -55,7 +55,8 @@ _ANCHOR_LINE = re.compile(r"\[\]\(\)\{[^{}]*\}")
 _TABBED = re.compile(r' {0,3}={3}[!+]?[ \t]+"([^"]*)"')  # MkDocs content tab: === "pip"
 _PYMDOWNX = re.compile(r" {0,3}/{3,}(?:[ \t]*[\w-]+(?:[ \t]*\|(.*))?)?")
 _DOCUSAURUS = re.compile(r" {0,3}:{3,}(?:[\w-]+)?(.*)")
-_TAG = re.compile(r"</?[A-Za-z][\w.-]*(?:[ \t/][^<>]*)?>")  # not autolinks like <https://x>
+HTML_TAG = re.compile(r"</?[A-Za-z][\w.-]*(?:[ \t/][^<>]*)?>")  # not autolinks like <https://x>
+CODE_SPAN = re.compile(r"(`+)[^`].*?\1")  # an inline code span, `x` or ``x``
 _MDX_STATEMENT = re.compile(r"(?:import|export)[ \t{*]")
 SHORTCODE_CLOSERS = {"<": ">}}", "%": "%}}"}  # opener kind -> its closer
 # A shortcode that marks when something arrived or went ({{< new-in 0.140.0 />}}): Hugo
@@ -220,7 +221,7 @@ class _Scanner:
             return (m[1] or "").strip()
         if first == ":" and (m := _DOCUSAURUS.fullmatch(stripped)):
             return m[1].strip().removeprefix("[").removesuffix("]").strip()
-        if first == "<" and _TAG.match(stripped):
+        if first == "<" and HTML_TAG.match(stripped):
             return _drop_tags(line)
         if self.mdx and _MDX_STATEMENT.match(line):
             return ""
@@ -244,7 +245,7 @@ def _drop_between(text: str, opener: str, closer: str) -> str:
 
 
 def _drop_tags(line: str) -> str:
-    text = _TAG.sub("", line)
+    text = HTML_TAG.sub("", line)
     return text if text.strip() else ""
 
 
@@ -302,14 +303,13 @@ CODE_LIKE_LINES = 2
 # What a sentence of prose never holds: an assignment, a call, a type union, an arrow, a
 # comment opening an indented line, a keyword argument in brackets.
 _CODE_MARK = re.compile(r"\s=\s|\w\(|\s\|\s|->|^\s+#\s|\[\w+=")
-_SPAN = re.compile(r"`[^`]*`")  # a code span in prose is not code on its own line
 
 
 def _prose(line: str) -> bool:
     """A line that reads as a sentence: mostly plain words, six or more, no code marks."""
     words = line.split()
     return len(words) >= 6 and sum(map(bool, map(_WORD_TOKEN.match, words))) * 10 >= len(
-        words) * 6 and not _CODE_MARK.search(_SPAN.sub("", line))
+        words) * 6 and not _CODE_MARK.search(CODE_SPAN.sub("", line))  # spans aside
 
 
 def _names_language(fence: str) -> bool:
@@ -341,7 +341,7 @@ def code_continuation(lines: Sequence[str]) -> int:
             _CODE_LINE.search(line) and not _prose(line) and not _MARKDOWN_LINE.match(line)
             for line in before):
         return 0
-    after = next((line for line in lines[end + 1:] if _TAG.sub("", line).strip()), "")
+    after = next((line for line in lines[end + 1:] if HTML_TAG.sub("", line).strip()), "")
     if after and _CODE_LINE.search(after) and not _prose(after) \
             and not _MARKDOWN_LINE.match(after) and not _SECTION.match(after):
         return 0  # the fence opens a block: code follows it

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from rag.inline import clean_inline, row_text, show_links, show_shortcodes, table_cells
 from rag.markup import (
     ANY_FENCE,
+    CODE_SPAN,
     VERSION_SHORTCODE,
     code_continuation,
     is_session_fence,
@@ -48,9 +49,6 @@ _ALERT = re.compile(r"^\[![A-Za-z]+\][+-]?[ \t]*")
 # Paragraphs that carry evidence-block markup or speak to the assistant are never quoted.
 _MARKUP = re.compile(r"(?i)^(?:evidence\s+e\d+\b|(?:source|lines|heading|content)\s*:)"
                      r"|<\s*/?\s*untrusted")
-# An HTML comment hides its text from the page's readers, so prose holding one is never
-# quoted; inside a code span or a code block it is what the reader sees (`<!-- x -->`).
-_CODE_SPAN = re.compile(r"`[^`]*`")
 _ADDRESSED = re.compile(
     r"(?i)\b(?:ignore\s+(?:all\s+|any\s+)?(?:the\s+)?(?:previous|prior|earlier|above)\s+"
     r"instructions|you\s+are\s+(?:now\s+)?an?\s+(?:helpful\s+)?(?:ai\s+)?assistant|"
@@ -132,7 +130,7 @@ def _safe(lines: Sequence[str], code: bool = False) -> bool:
     text = " ".join(lines)
     return not any(_MARKUP.search(line.strip()) for line in lines) and not _ADDRESSED.search(
         text) and not _INLINE_SHORTCODE.search(text) and (
-        code or "<!--" not in _CODE_SPAN.sub("", text))
+        code or "<!--" not in CODE_SPAN.sub("", text))  # a hidden comment, not `<!-- x -->`
 
 
 def _table_rows(raw: Sequence[str]) -> set[int]:
