@@ -238,7 +238,8 @@ def choose(question: str, passages: Sequence[Passage]) -> list[Quote]:
         best, passages)
     chosen = [best]
     covered = best.terms.union(*(w.terms for w in [*best.window, *lead])) | best.heading_terms
-    words = _window_quote(best)[2] + sum(q.words for q in lead)
+    best_text, (_, best_end), best_words = _window_quote(best)
+    words = best_words + sum(q.words for q in lead)
     for index, part in enumerate(parts):
         p = _answer_to_part(index, part, usable, chosen, [*chosen, *lead], covered, best,
                             words)
@@ -246,9 +247,8 @@ def choose(question: str, passages: Sequence[Passage]) -> list[Quote]:
             chosen.append(p)
             covered |= p.terms.union(*(w.terms for w in p.window))
             words += p.words
-    text, (_, end), _ = _window_quote(best)
-    if "code" in answer_kinds(question) and "`" not in text and "\n" not in text:
-        follow = _next_section(best, end, passages)
+    if "code" in answer_kinds(question) and "`" not in best_text and "\n" not in best_text:
+        follow = _next_section(best, best_end, passages)
         if follow is not None and words + follow.words <= ANSWER_WORDS:
             chosen.append(follow)
             words += follow.words
