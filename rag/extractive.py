@@ -206,6 +206,13 @@ def _section_lead(best: Passage, passages: Sequence[Passage]) -> list[Passage]:
     return before
 
 
+# "Of course, you can also install them manually": another way than the one the section
+# gave first, which a first quote should not leave out.
+_ALTERNATIVE = re.compile(r"(?i)^(?:of\s+course,?\s+|but\s+|and\s+)?(?:you|we)\s+"
+                          r"(?:can|could|may|might)\s+also\b|^alternatively\b|^also\b")
+ALTERNATIVE_SHARE = 0.8  # of its score that such a sentence keeps as the first quote
+
+
 def choose(question: str, passages: Sequence[Passage]) -> list[Quote]:
     """The best passage run on through its section (for a question in parts, one that
     answers some part); then a quote for each part of a question in parts that it leaves
@@ -227,7 +234,8 @@ def choose(question: str, passages: Sequence[Passage]) -> list[Quote]:
             for i in range(len(parts))]
     first = [p for p in usable if any(len(p.parts) > i and p.parts[i] >= FIRST_PART_SHARE * top > 0
                                       for i, top in enumerate(tops))] or usable
-    best = max(first, key=lambda p: p.answer * p.place)
+    best = max(first, key=lambda p: p.answer * p.place * (
+        ALTERNATIVE_SHARE if _ALTERNATIVE.match(p.sentence.text) else 1.0))
     usable.remove(best)
     if not asks_when(question):  # a changelog entry adds to an answer only about versions
         usable = [p for p in usable if not is_release_note(p.evidence.chunk.source_path,

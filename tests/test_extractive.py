@@ -512,3 +512,18 @@ def test_to_do_this_use_that_answers_a_part_that_asks_how() -> None:
                            "produce the items in my endpoint?", shown)  # words alone
     assert "application/jsonl" in statements[0][0]
     assert statements[-1][0].startswith("To produce the stream in your endpoint, use `yield`")
+
+
+def test_the_first_quote_gives_the_way_a_section_shows_first_not_its_also() -> None:
+    text = ("## Optional dependencies\n\nThe package has optional dependencies: one checks "
+            "that an address is well formed and can receive mail, one holds the time zone "
+            "database for systems that lack their own, and one speeds up parsing of the "
+            "largest documents.\n\nTo install the email validation extra with the package:"
+            "\n\n```bash\npip install 'shop[email]'\n```\n\n"
+            "Of course, you can also install the email validation requirements manually with "
+            "`pip install email-validator`.")
+    statements, quotes = answer("What do I need to install to use email validation?",
+                                [evidence("E1", text, path="install.md")], FakeEmbedder())
+    assert statements[0][0].startswith("To install the email validation extra")
+    assert "pip install 'shop[email]'" in statements[0][0]
+    assert quotes[0][0] == 5
