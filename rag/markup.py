@@ -27,7 +27,9 @@ What is removed (outside fenced code blocks unless said otherwise):
 * Lines that start with an HTML or JSX tag lose their tags (``<TabItem value="x">``
   gives ``""``, ``<summary>Why</summary>`` gives ``Why``); tags inside prose stay.
 * Whole-line file includes: pymdownx snippets (``--8<-- "file.md"``) and the
-  ``{* ../docs_src/app.py hl[3] *}`` lines of FastAPI's docs (the page shows the file).
+  ``{* ../docs_src/app.py hl[3] *}`` and markdown-include ``{!> ../docs_src/app.js!}``
+  lines of FastAPI's docs (the page shows the file); inside a code block, snippets and
+  markdown-include lines.
 * With ``mdx=True``: ``import`` and ``export`` statements at the start of a line.
 
 Everything here is a linear scan (``str.find`` and anchored patterns without nested or
@@ -129,6 +131,8 @@ class _Scanner:
                 self.fence = ""
                 return line
             line = self._shortcodes(line, i)
+            if _is_include(line, in_code=True):
+                return ""  # the page shows the included file here, not this line
             return session_line(line) if self.session else line
         text = self._comments(self._shortcodes(line, i))
         if not text.strip():
@@ -225,10 +229,17 @@ class _Scanner:
             return _drop_tags(line)
         if self.mdx and _MDX_STATEMENT.match(line):
             return ""
-        if (first == "{" and stripped.startswith("{*") and stripped.endswith("*}")) or \
-                stripped.startswith("--8<--"):
+        if _is_include(stripped):
             return ""
         return line
+
+
+def _is_include(line: str, in_code: bool = False) -> bool:
+    """A whole-line file include: ``{* app.py hl[3] *}``, ``{!> app.js!}``, ``--8<-- "x"``;
+    in a code block only the last two (``{* x *}`` is a comment there in Smarty)."""
+    stripped = line.strip()
+    return stripped[:2] in (("{!",) if in_code else ("{*", "{!")) \
+        and stripped[-2:] == stripped[1] + "}" or stripped.startswith("--8<--")
 
 
 def _drop_between(text: str, opener: str, closer: str) -> str:

@@ -35,6 +35,8 @@ from rag.passages import sentences as passage_sentences
     ("{/* an MDX comment */}", ""),
     ("{* ../../docs_src/first_steps/tutorial001_py310.py hl[3] *}", ""),
     ('--8<-- "includes/abbreviations.md"', ""),
+    ("{!> ../../docs_src/generate_clients/tutorial004.js!}", ""),
+    ("{!../../docs_src/templates/templates/item.html!}", ""),
 ])
 def test_markup_lines_show_only_their_content(line: str, shown: str) -> None:
     assert display_line(line) == shown
@@ -79,6 +81,10 @@ def test_code_fences_keep_their_text_but_shortcodes_are_expanded() -> None:
         "```html", "<!-- kept: this is code -->", "<Tabs>", "[a]: /b", "{{< figure >}}",
         "```", "",
     ]
+    # A file included into a code block is shown by the page, never as its include line.
+    assert display_lines(["```jinja", "{!../../docs_src/templates/item.html!}",
+                          '--8<-- "app.py"', "{* a Smarty comment *}", "```"]) == [
+        "```jinja", "", "", "{* a Smarty comment *}", "```"]
 
 
 def test_mdx_imports_and_exports_only_in_mdx() -> None:
