@@ -131,7 +131,7 @@ class _Scanner:
                 self.fence = ""
                 return line
             line = self._shortcodes(line, i)
-            if _is_include(line, in_code=True):
+            if is_include(line, in_code=True):
                 return ""  # the page shows the included file here, not this line
             return session_line(line) if self.session else line
         text = self._comments(self._shortcodes(line, i))
@@ -229,12 +229,12 @@ class _Scanner:
             return _drop_tags(line)
         if self.mdx and _MDX_STATEMENT.match(line):
             return ""
-        if _is_include(stripped):
+        if is_include(stripped):
             return ""
         return line
 
 
-def _is_include(line: str, in_code: bool = False) -> bool:
+def is_include(line: str, in_code: bool = False) -> bool:
     """A whole-line file include: ``{* app.py hl[3] *}``, ``{!> app.js!}``, ``--8<-- "x"``;
     in a code block only the last two (``{* x *}`` is a comment there in Smarty)."""
     stripped = line.strip()

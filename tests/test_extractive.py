@@ -527,3 +527,13 @@ def test_the_first_quote_gives_the_way_a_section_shows_first_not_its_also() -> N
     assert statements[0][0].startswith("To install the email validation extra")
     assert "pip install 'shop[email]'" in statements[0][0]
     assert quotes[0][0] == 5
+
+
+def test_a_code_block_that_only_includes_a_file_is_never_quoted_as_its_include_line() -> None:
+    text = ("## Preprocess\n\nWe could remove the prefixed tag from each operation ID with a "
+            "script like this:\n\n```Javascript\n{!> ../../docs_src/clients/tutorial004.js!}\n"
+            "```\n\nWith that, the operation IDs would be renamed to just `get_items`.")
+    statements, _ = answer("How do I remove the prefixed tag from the operation IDs?",
+                           [evidence("E1", text, path="advanced/clients.md")], FakeEmbedder())
+    assert statements and "remove the prefixed tag" in statements[0][0]
+    assert "{!" not in statements[0][0] and "docs_src" not in statements[0][0]
