@@ -10,7 +10,8 @@ What is removed (outside fenced code blocks unless said otherwise):
 
 * HTML comments ``<!-- ... -->``, also over several lines, and MDX comments ``{/* */}``.
 * Link reference definitions (``[foo]: /url "title"``); footnotes (``[^1]: ...``) stay.
-  Lines that only anchor a cross-reference (MkDocs ``[](){#strict-mode}``).
+  Lines that only anchor a cross-reference (MkDocs ``[](){#strict-mode}``) or set the
+  attributes of the block above (``{#field-wrap-validator}``, Hugo's ``{.no-wrap-first-col}``).
 * Hugo shortcodes ``{{< name args >}}``, ``{{% name %}}`` and their closing forms, also
   inside code blocks (Hugo expands them there too) and over several lines (up to
   ``SHORTCODE_MAX_LINES``). The escaped form ``{{</* x */>}}``, which Hugo renders as
@@ -52,8 +53,9 @@ _LINK_DEFINITION = re.compile(
 _MKDOCS = re.compile(
     r" {0,3}(?:!!!|\?\?\?\+?)[ \t]+[\w-]+(?:[ \t]+[\w-]+)*(?:[ \t]+\"([^\"]*)\")?"
 )
-# An anchor for cross-references, an empty link with attributes: [](){#strict-mode}
-_ANCHOR_LINE = re.compile(r"\[\]\(\)\{[^{}]*\}")
+# An anchor for cross-references, an empty link with attributes: [](){#strict-mode}, or a
+# line of attributes for the block above it: {#field-wrap-validator}, {.no-wrap-first-col}
+_ANCHOR_LINE = re.compile(r"\[\]\(\)\{[^{}]*\}|\{[ \t]*[#.][^{}\s][^{}]*\}")
 _TABBED = re.compile(r' {0,3}={3}[!+]?[ \t]+"([^"]*)"')  # MkDocs content tab: === "pip"
 _PYMDOWNX = re.compile(r" {0,3}/{3,}(?:[ \t]*[\w-]+(?:[ \t]*\|(.*))?)?")
 _DOCUSAURUS = re.compile(r" {0,3}:{3,}(?:[\w-]+)?(.*)")

@@ -37,10 +37,10 @@ _HEADING = re.compile(r"^#{1,6}\s+(.*?)\s*(?:\{\s*#[^}]*\})?\s*#*\s*$")
 _ANCHOR = re.compile(r"\s*\{\s*#[^}]*\}")
 # Lines that are docs-generator markup, not content: admonition and tab markers (/// note,
 # !!! tip, === "pip", ::: info), cross-reference anchors, Hugo shortcodes, file includes,
-# link definitions, bare HTML tags.
+# link definitions, bare HTML tags, a block's attributes ({#field-wrap-validator}).
 _MARKUP_LINE = re.compile(
-    r"^(?:/{3,}.*|[!?]{3}.*|={3}[!+]?\s+\".*|:{3,}.*|\[\]\(\)\{[^{}]*\}"
-    r"|\{\{[<%].*[%>]\}\}|\{\*.*\*\}|\[[^\]]+\]:\s*\S+.*"
+    r"^(?:/{3,}.*|[!?]{3}.*|={3}[!+]?\s+\".*|:{3,}.*|\[\]\(\)\{[^{}]*\}|\{[ \t]*[#.][^{}\s][^{}]*\}"
+    r"|\{\{[<%].*[%>]\}\}|\{\*.*\*\}|\{!.*!\}|\[[^\]]+\]:\s*\S+.*"
     r"|(?:</?[A-Za-z][\w-]*(?:\s[^<>]*)?/?>\s*)+)$"
 )
 _INLINE_SHORTCODE = re.compile(r"\{\{[<%]|[%>]\}\}")
@@ -265,7 +265,8 @@ def read_blocks(text: str, first_line_is_file_start: bool = False) -> list[Block
             current.append(i)
             j = i + 1  # continuation lines of the item (indented, not a new item)
             while (j < len(raw) and raw[j].strip() and raw[j][:1].isspace()
-                   and not _BULLET.match(raw[j]) and not ANY_FENCE.match(raw[j])):
+                   and not _BULLET.match(raw[j]) and not ANY_FENCE.match(raw[j])
+                   and not is_markup_line(raw[j])):
                 current.append(j)
                 j += 1
             flush("item")

@@ -37,6 +37,8 @@ from rag.passages import sentences as passage_sentences
     ('--8<-- "includes/abbreviations.md"', ""),
     ("{!> ../../docs_src/generate_clients/tutorial004.js!}", ""),
     ("{!../../docs_src/templates/templates/item.html!}", ""),
+    ("  {#field-wrap-validator}", ""),
+    ("{.no-wrap-first-col}", ""),
 ])
 def test_markup_lines_show_only_their_content(line: str, shown: str) -> None:
     assert display_line(line) == shown
@@ -50,6 +52,8 @@ def test_markup_lines_show_only_their_content(line: str, shown: str) -> None:
     "import this from a sentence",  # not MDX: prose
     "{{ .Title }} is a template action, not a shortcode.",
     "{{< never closed",
+    "{ #not-an-attribute-list",
+    "{.} is a dict literal",
 ])
 def test_text_that_looks_like_markup_stays(line: str) -> None:
     assert display_line(line) == line
@@ -171,3 +175,12 @@ def test_only_a_terminal_session_loses_its_tags_an_html_template_keeps_them() ->
     embedded = clean_markup(text)
     assert '<a href="{{ .RelPermalink }}">' in embedded
     assert "$ fastapi run --workers 4 main.py" in embedded and "<font" not in embedded
+
+
+def test_a_block_attribute_line_is_never_read_into_a_list_items_sentence() -> None:
+    text = ("* **Wrap validators** are the most flexible of all, and may return early.\n"
+            "  {#field-wrap-validator}\n\n"
+            "    Such validators take a handler as an extra argument.")
+    found = [s.text for s in passage_sentences(read_blocks(text))]
+    assert found[0] == "**Wrap validators** are the most flexible of all, and may return early."
+    assert not any("{#" in s for s in found)
