@@ -122,14 +122,16 @@ def _gap(before: str) -> str:
 def _window_quote(p: Passage, limit: int = WINDOW_WORDS, stop: int = 0,
                   ) -> tuple[str, tuple[int, int], int]:
     """The passage run on through its window, up to ``limit`` words, before line ``stop``."""
-    parts, last, words = [p.text], p.lines[1], p.words
+    text, last, words, prev = p.text, p.lines[1], p.words, p
     for q in p.window:
         if words + q.words > limit or (stop and q.lines[1] >= stop):
             break
-        parts.append(q.text)
-        last, words = q.lines[1], words + q.words
-    return _joined(parts), (p.lines[0], last), sum(
-        len(t.split()) for t in parts)
+        # A list item is a line of its own: the paragraph after a list, or an item after
+        # a paragraph, starts a new line.
+        item = "item" in (prev.block.kind, q.block.kind) and q.block is not prev.block
+        text = f"{text}{chr(10) if item else _gap(text)}{q.text}"
+        last, words, prev = q.lines[1], words + q.words, q
+    return text, (p.lines[0], last), len(text.split())
 
 
 # A question in parts ("Where are its docs, and will its startup code run?") gets a quote

@@ -537,3 +537,14 @@ def test_a_code_block_that_only_includes_a_file_is_never_quoted_as_its_include_l
                            [evidence("E1", text, path="advanced/clients.md")], FakeEmbedder())
     assert statements and "remove the prefixed tag" in statements[0][0]
     assert "{!" not in statements[0][0] and "docs_src" not in statements[0][0]
+
+
+def test_a_list_item_and_the_paragraph_after_it_are_quoted_on_lines_of_their_own() -> None:
+    text = ("## Options\n\n* `max_age` - Sets how many seconds browsers may cache the CORS "
+            "responses. Defaults to `600`.\n\n"
+            "The middleware answers two kinds of request, preflight and simple requests.")
+    statements, _ = answer("How long do browsers cache CORS responses by default?",
+                           [evidence("E1", text, path="tutorial/cors.md")], FakeEmbedder())
+    assert statements[0][0] == (
+        "`max_age` - Sets how many seconds browsers may cache the CORS responses. Defaults "
+        "to `600`.\nThe middleware answers two kinds of request, preflight and simple requests.")
