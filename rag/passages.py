@@ -1,6 +1,6 @@
 """Quotable units of a chunk's Markdown: blocks (prose, list items, table rows, code) and
-sentences, each with the chunk lines it came from, and what a sentence ending in ":"
-introduces.
+sentences, each with the chunk lines it came from (what a sentence ending in ":" brings
+with it is rag.quoting's part).
 
 Never quotable: docs-generator markup (see :func:`is_markup_line`; a shared markup
 module may replace it), paragraphs that carry evidence-block markup or address the
@@ -341,76 +341,6 @@ def sentences(blocks: Sequence[Block]) -> list[Sentence]:
             kept_previous = True
     return out
 
-
-
-MAX_CODE_LINES = 10
-MAX_ITEMS = 6
-CODE_WORDS = 60  # a code block or list longer than this is quoted up to here
-
-
-SHORT_CODE_LINES = 2  # a code block this short after a paragraph is quoted with it
-
-
-def attachment(blocks: Sequence[Block], sentence: Sentence) -> list[tuple[Block, int]]:
-    """What a sentence ending in ':' introduces: the next code block, list or table (or a
-    prose lead-in ending in ':' plus what that introduces), as (block, lines kept)."""
-    if not sentence.ends_block or blocks[sentence.block].kind == "row":
-        return []  # ":x:" ends a row, introduces nothing
-    if not sentence.text.endswith(":"):
-        # A paragraph followed at once by a short code block shows it ("Create a project.
-        # ```hugo new project [path]```"): a usage line, not an example to read on to.
-        nxt = blocks[sentence.block + 1] if sentence.block + 1 < len(blocks) else None
-        if nxt is not None and nxt.kind == "code" and nxt.first - blocks[sentence.block].last \
-                <= 2 and 0 < sum(bool(line.strip()) for line in nxt.lines) <= SHORT_CODE_LINES:
-            return [(nxt, len(nxt.lines))]
-        return []
-    out: list[tuple[Block, int]] = []
-    j = sentence.block + 1
-    if j < len(blocks) and blocks[j].kind == "prose" and len(blocks[j].lines) <= 2 and \
-            blocks[j].lines[-1].endswith(":") and j + 1 < len(blocks) and \
-            blocks[j + 1].kind in ("code", "item", "row"):
-        out.append((blocks[j], len(blocks[j].lines)))
-        j += 1
-    if j >= len(blocks) or blocks[j].kind == "prose":
-        return out if out else []
-    kind = blocks[j].kind
-    words = 0
-    while j < len(blocks) and blocks[j].kind == kind and words < CODE_WORDS:
-        block = blocks[j]
-        if kind == "code":
-            kept = 0
-            for line in block.lines[:MAX_CODE_LINES]:
-                if words >= CODE_WORDS:
-                    break
-                words += len(line.split())
-                kept += 1
-            out.append((block, kept))
-            break
-        if len([b for b, _ in out if b.kind == kind]) >= MAX_ITEMS:
-            break
-        words += sum(len(line.split()) for line in block.lines)
-        out.append((block, len(block.lines)))
-        j += 1
-    return out
-
-
-def quote(sentence: Sentence, attached: list[tuple[Block, int]]) -> tuple[str, int]:
-    """The quote text and its last chunk line."""
-    parts = [sentence.text]
-    last = sentence.last
-    for block, kept in attached:
-        if block.kind == "code":
-            body = [line for line in block.lines[:kept]]
-            while body and not body[-1].strip():
-                body.pop()
-            parts.append("\n".join(body))
-            last = block.first + len(body)  # the opening fence is block.first
-            if kept >= len(block.lines):
-                last = block.last
-        else:
-            parts.append(show_links(" ".join(block.lines)))
-            last = block.last
-    return "\n".join(parts), last
 
 
 def split_sentences(text: str) -> list[str]:

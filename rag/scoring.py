@@ -18,9 +18,10 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from rag.passages import FACT, Block, Sentence, attachment, quote, read_blocks, sentences
+from rag.passages import FACT, Block, Sentence, read_blocks, sentences
 from rag.questions import Part, answer_kinds, defined_terms, query_terms, question_parts
 from rag.questions import terms as _terms
+from rag.quoting import attachment, quote
 from rag.records import Evidence
 from rag.text import tokens
 
