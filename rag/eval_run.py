@@ -66,7 +66,7 @@ def run_eval_command(
     out = out or Path("reports") / f"eval-{name}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=1), encoding="utf-8")
-    chart = write_chart(out.parent)
+    chart = write_chart(out.parent, str(eval_file))
     _print_table(result, out, chart)
     for path in result["missing_sources"]:
         console.print(f"warning: expected source {one_line(path)} is not in {one_line(docs)}",
@@ -149,15 +149,23 @@ def _print_table(result: dict[str, Any], out: Path, chart: Path | None) -> None:
     console.print(f"report: {out}" + (f"\nchart: {chart}" if chart else ""), markup=False)
 
 
-def write_chart(folder: Path) -> Path | None:
-    """A bar chart of the main metrics, one bar group per generator report in the folder."""
-    reports = {}
-    for path in sorted(folder.glob("eval-*.json")):
+def chart_reports(folder: Path, eval_file: str) -> dict[str, dict[str, Any]]:
+    """Per generator, the overall figures of its newest report in the folder on the same
+    eval file: a report of another eval set, or an older run, never stands in for it."""
+    reports: dict[str, dict[str, Any]] = {}
+    for _, path in sorted((p.stat().st_mtime_ns, p) for p in folder.glob("eval-*.json")):
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
-            reports[data["generator"]] = data["overall"]
-        except (OSError, ValueError, KeyError, TypeError):
+            if data.get("eval_file") == eval_file:
+                reports[data["generator"]] = data["overall"]
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
             continue
+    return reports
+
+
+def write_chart(folder: Path, eval_file: str) -> Path | None:
+    """A bar chart of the main metrics, one bar group per generator (chart_reports)."""
+    reports = chart_reports(folder, eval_file)
     if not reports:
         return None
     import matplotlib

@@ -66,9 +66,9 @@ def main() -> int:
         added = import_vectors(settings, store.load(args.index))
         print(f"copied {added} vectors from {args.index} into PostgreSQL")
         args.out.mkdir(parents=True, exist_ok=True)
-        faiss = run_eval({"RAG_STORE__KIND": "faiss"}, args, args.out / "eval-parity-faiss.json")
+        faiss = run_eval({"RAG_STORE__KIND": "faiss"}, args, args.out / "parity-faiss.json")
         pg = run_eval({"RAG_STORE__KIND": "postgres", "RAG_STORE__DSN": dsn}, args,
-                      args.out / "eval-parity-postgres.json")
+                      args.out / "parity-postgres.json")
     finally:
         if server is not None:
             server.cleanup()

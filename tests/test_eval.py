@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -10,6 +11,7 @@ from typer.testing import CliRunner
 
 from rag.cli import app
 from rag.errors import AccessError, ConfigError
+from rag.eval_run import chart_reports
 from rag.evaluation import EvalCase, load_cases, score_case, summarise
 from rag.records import Answer
 from tests.conftest import CORPORA, REPO, corpus_dir, make_hit
@@ -78,6 +80,22 @@ def test_section_metrics_count_each_section_once_and_need_the_expected_lines():
     assert (m["section_hit@1"], m["section_hit@3"], m["section_mrr"]) == (0.0, 1.0, 1 / 3)
     m = score_case(case, _answer("x", hits[:3])).metrics
     assert (m["section_hit@5"], m["section_mrr"]) == (0.0, 0.0)
+
+
+def test_the_chart_compares_each_generators_newest_report_on_the_same_eval_set(tmp_path: Path):
+    def report(name: str, generator: str, eval_file: str, abstention: float, at: int) -> None:
+        path = tmp_path / name
+        path.write_text(json.dumps({"generator": generator, "eval_file": eval_file,
+                                    "overall": {"abstention": abstention}}))
+        os.utime(path, ns=(at, at))
+
+    report("eval-fastapi-extractive.json", "extractive", "fastapi.jsonl", 0.93, 2)
+    report("eval-fastapi-local.json", "local", "fastapi.jsonl", 0.90, 1)
+    report("eval-a-corpus-run.json", "extractive", "corpus.jsonl", 0.50, 3)  # another set
+    report("eval-an-older-run.json", "extractive", "fastapi.jsonl", 0.10, 0)  # older
+    (tmp_path / "eval-broken.json").write_text("[1, 2")
+    shown = chart_reports(tmp_path, "fastapi.jsonl")
+    assert shown == {"extractive": {"abstention": 0.93}, "local": {"abstention": 0.90}}
 
 
 def test_answer_length_in_words_code_included():
