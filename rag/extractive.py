@@ -129,7 +129,7 @@ def _window_quote(p: Passage, limit: int = WINDOW_WORDS, stop: int = 0,
         # A list item is a line of its own: the paragraph after a list, or an item after
         # a paragraph, starts a new line.
         item = "item" in (prev.block.kind, q.block.kind) and q.block is not prev.block
-        text = f"{text}{chr(10) if item else _gap(text)}{q.text}"
+        text += ("\n" if item else _gap(text)) + q.text
         last, words, prev = q.lines[1], words + q.words, q
     return text, (p.lines[0], last), len(text.split())
 

@@ -240,8 +240,9 @@ def is_include(line: str, in_code: bool = False) -> bool:
     """A whole-line file include: ``{* app.py hl[3] *}``, ``{!> app.js!}``, ``--8<-- "x"``;
     in a code block only the last two (``{* x *}`` is a comment there in Smarty)."""
     stripped = line.strip()
-    return stripped[:2] in (("{!",) if in_code else ("{*", "{!")) \
-        and stripped[-2:] == stripped[1] + "}" or stripped.startswith("--8<--")
+    braced = stripped[:2] in (("{!",) if in_code else ("{*", "{!")) \
+        and stripped[-2:] == stripped[1] + "}"
+    return braced or stripped.startswith("--8<--")
 
 
 def _drop_between(text: str, opener: str, closer: str) -> str:

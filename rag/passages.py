@@ -342,7 +342,6 @@ def sentences(blocks: Sequence[Block]) -> list[Sentence]:
     return out
 
 
-
 def split_sentences(text: str) -> list[str]:
     """The sentences of a chunk's Markdown that a quote can start with, verbatim (code,
     markup and "...and then" continuations skipped)."""
