@@ -119,6 +119,14 @@ def _gap(before: str) -> str:
     return "\n" if len(last) == 2 and not last[1].rstrip().endswith((".", "!", "?")) else " "
 
 
+def _between(prev: Passage, nxt: Passage, text: str) -> str:
+    """What goes between a quoted passage and the next: a list item is a line of its own,
+    so the paragraph after a list (or after the list, table or code a sentence brought),
+    or an item after a paragraph, starts a new line; otherwise as _gap says."""
+    item = "item" in (prev.block.kind, nxt.block.kind) and nxt.block is not prev.block
+    return "\n" if item or prev.text != prev.sentence.text else _gap(text)
+
+
 def _window_quote(p: Passage, limit: int = WINDOW_WORDS, stop: int = 0,
                   ) -> tuple[str, tuple[int, int], int]:
     """The passage run on through its window, up to ``limit`` words, before line ``stop``."""
@@ -126,10 +134,7 @@ def _window_quote(p: Passage, limit: int = WINDOW_WORDS, stop: int = 0,
     for q in p.window:
         if words + q.words > limit or (stop and q.lines[1] >= stop):
             break
-        # A list item is a line of its own: the paragraph after a list, or an item after
-        # a paragraph, starts a new line.
-        item = "item" in (prev.block.kind, q.block.kind) and q.block is not prev.block
-        text += ("\n" if item else _gap(text)) + q.text
+        text += _between(prev, q, text) + q.text
         last, words, prev = q.lines[1], words + q.words, q
     return text, (p.lines[0], last), len(text.split())
 
@@ -196,15 +201,19 @@ def _section_lead(best: Passage, passages: Sequence[Passage]) -> list[Passage]:
                    and (not best.entry or p.group == best.group)),
                   key=lambda p: p.order)
     before = [p for p in same if p is not best and best in p.window]  # run on into best
+    # A list item that a sentence before it brought (it ends in ':') is quoted with it.
+    before = [p for p in before if not any(o is not p and o.lines[0] < p.lines[0]
+                                           and p.lines[1] <= o.lines[1] for o in before)]
     limit = ENTRY_LEAD_WORDS if best.entry else LEAD_WORDS
     if not before or before[0] is not same[0] or same[0].sentence.continues \
             or (same[0].section < 0 and not best.entry) \
             or sum(p.words for p in before) > limit:
         # "So, the prefix in this case is `/items`." says what the sentence before it
         # said: quote that one too.
-        return before[-1:] if before and before[-1].window[0] is best \
-            and before[-1].block.kind == "prose" and _REFERS_BACK.match(best.sentence.text) \
-            else []
+        last = before[-1] if before else None
+        return [last] if last is not None and last.window[0] is best \
+            and last.block.kind == "prose" and last.text == last.sentence.text \
+            and _REFERS_BACK.match(best.sentence.text) else []  # (a sentence, no list)
     return before
 
 
@@ -284,7 +293,10 @@ def choose(question: str, passages: Sequence[Passage]) -> list[Quote]:
         if p is best:
             text, lines = _window_quote(p)[:2]
             if lead:
-                text = _joined([*(q.text for q in lead), text])
+                opening = lead[0].text
+                for a, b in zip(lead, [*lead[1:], p]):
+                    opening += _between(a, b, opening) + (b.text if b is not p else text)
+                text = opening
                 lines = (lead[0].lines[0], lines[1])
             text, lines = _with_heading_fact(p, question, _with_heading_name(p, (text, lines)))
         else:  # a further quote runs on a little too, short of the next quote it meets

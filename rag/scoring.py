@@ -199,6 +199,8 @@ def _link_windows(in_chunk: Sequence[Passage]) -> None:
     for i, p in enumerate(in_chunk):
         words, prev = p.words, p
         for q in in_chunk[i + 1:]:
+            if q.lines[1] <= prev.lines[1] and q.sentence.block != prev.sentence.block:
+                continue  # a list item the quote already brings (it ends in ':')
             # The next sentence of one paragraph may share the line the last one ended on.
             follows = q.lines[0] > prev.lines[1] or (
                 q.sentence.block == prev.sentence.block and prev.text == prev.sentence.text)

@@ -481,12 +481,26 @@ def test_a_sentence_that_points_back_is_quoted_with_the_one_before_it() -> None:
 
 def test_a_list_item_is_never_pulled_in_by_a_sentence_that_points_back() -> None:
     text = ("## Router\n\nEach router declares, for all of its path operations, the shared "
-            "tags, responses, dependencies and a prefix that ends its path:\n\n"
+            "tags, responses, dependencies, callbacks, and a prefix that ends its path, so "
+            "that the application that includes it, or any other application, can mount "
+            "all of them at once under that prefix:\n\n"  # too long to be a lead
             "* The response `418`. 🍵\n\n"
             "But that prefix will only affect the router in our app, not in any other code.")
     statements, _ = answer("Will the router prefix affect other code that uses the router?",
                            [evidence("E1", text, path="tutorial/bigger.md")])
     assert statements[0][0].startswith("But that prefix will only affect")
+
+
+def test_a_short_section_opening_brings_its_list_once_before_the_best_sentence() -> None:
+    text = ("## Router\n\nEach router declares the shared tags and a prefix:\n\n"
+            "* The response `418`. 🍵\n\n"
+            "But that prefix will only affect the router in our app, not in any other code.")
+    statements, quotes = answer("Will the router prefix affect other code that uses the router?",
+                                [evidence("E1", text, path="tutorial/bigger.md")])
+    assert statements[0][0] == (
+        "Each router declares the shared tags and a prefix:\n* The response `418`. 🍵\n"
+        "But that prefix will only affect the router in our app, not in any other code.")
+    assert quotes[0] == (3, 7)
 
 
 def test_prose_after_a_quoted_code_block_starts_on_its_own_line() -> None:
@@ -548,3 +562,16 @@ def test_a_list_item_and_the_paragraph_after_it_are_quoted_on_lines_of_their_own
     assert statements[0][0] == (
         "`max_age` - Sets how many seconds browsers may cache the CORS responses. Defaults "
         "to `600`.\nThe middleware answers two kinds of request, preflight and simple requests.")
+
+
+def test_a_quote_runs_on_past_the_list_its_sentence_introduces() -> None:
+    text = ("## Watching\n\nThe file watcher may not detect file changes when:\n\n"
+            "- Running inside WSL with the project files on a Windows partition\n"
+            "- Running with the project files on a network share\n\n"
+            "In these cases, use the `--poll` command line flag instead.")
+    statements, quotes = answer("Why doesn't the file watcher detect changes in WSL?",
+                                [evidence("E1", text, path="faq.md")], FakeEmbedder())
+    quoted = statements[0][0]
+    assert quoted.startswith("The file watcher may not detect file changes when:")
+    assert quoted.endswith("\nIn these cases, use the `--poll` command line flag instead.")
+    assert quotes[0] == (3, 8)

@@ -149,9 +149,11 @@ def test_an_inline_shortcode_shows_as_a_reader_takes_it_and_keeps_its_list_item(
     shown = [evidence("E1", text, path="contribute/development.md", start=32)]
     statements, quotes = answer("What do I need to install to build Hugo from source?", shown,
                                 FakeEmbedder())
-    assert statements[0][0] == ("To build Hugo from source you must install:\n1. Install Git\n"
-                                "1. Install Go version `current-go-version` or later")
-    assert quotes[0] == (32, 35)
+    # (the quote then runs on through its section, as every quote does)
+    assert statements[0][0].startswith("To build Hugo from source you must install:\n"
+                                       "1. Install Git\n"
+                                       "1. Install Go version `current-go-version` or later\n")
+    assert quotes[0][0] == 32 and quotes[0][1] >= 35
     assert "Press Ctrl to stop the server at any time." in split_sentences(text)
     assert not any("tabs" in s for s in split_sentences(text))  # a shortcode line is markup
 
