@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import pairwise
 from typing import TYPE_CHECKING
 
 from rag.markup import version_marker
@@ -101,15 +102,6 @@ def _with_heading_name(p: Passage, quote: tuple[str, tuple[int, int]],
     if not 0 < lines[0] - heading_line <= NAME_REACH:
         return quote
     return f"{name}: {text}", (heading_line, lines[1])
-
-
-def _joined(texts: Sequence[str]) -> str:
-    """Quoted sentences in reading order: a space between sentences, a line break after one
-    that brought its code block, list or table, so prose never runs on after code."""
-    out = ""
-    for text in texts:
-        out = f"{out}{_gap(out)}{text}" if out else text
-    return out
 
 
 def _gap(before: str) -> str:
@@ -294,9 +286,9 @@ def choose(question: str, passages: Sequence[Passage]) -> list[Quote]:
             text, lines = _window_quote(p)[:2]
             if lead:
                 opening = lead[0].text
-                for a, b in zip(lead, [*lead[1:], p]):
-                    opening += _between(a, b, opening) + (b.text if b is not p else text)
-                text = opening
+                for a, b in pairwise(lead):
+                    opening += _between(a, b, opening) + b.text
+                text = opening + _between(lead[-1], p, opening) + text
                 lines = (lead[0].lines[0], lines[1])
             text, lines = _with_heading_fact(p, question, _with_heading_name(p, (text, lines)))
         else:  # a further quote runs on a little too, short of the next quote it meets
@@ -306,7 +298,8 @@ def choose(question: str, passages: Sequence[Passage]) -> list[Quote]:
                 p, _window_quote(p, FURTHER_WINDOW_WORDS, stop)[:2]))
         prev = quotes[-1] if quotes else None
         if prev is not None and prev.label == p.evidence.label and 0 <= lines[0] - prev.lines[1] <= 2:
-            quotes[-1] = Quote(_joined([prev.text, text]), prev.label, (prev.lines[0], lines[1]))
+            quotes[-1] = Quote(prev.text + _gap(prev.text) + text, prev.label,
+                               (prev.lines[0], lines[1]))
         else:
             quotes.append(Quote(text, p.evidence.label, lines))
     return quotes

@@ -236,6 +236,11 @@ class _Scanner:
         return line
 
 
+def is_anchor_line(line: str) -> bool:
+    """A line that only anchors a cross-reference or sets its block's attributes."""
+    return bool(_ANCHOR_LINE.fullmatch(line.strip()))
+
+
 def is_include(line: str, in_code: bool = False) -> bool:
     """A whole-line file include: ``{* app.py hl[3] *}``, ``{!> app.js!}``, ``--8<-- "x"``;
     in a code block only the last two (``{* x *}`` is a comment there in Smarty)."""

@@ -21,6 +21,7 @@ from rag.markup import (
     CODE_SPAN,
     VERSION_SHORTCODE,
     code_continuation,
+    is_anchor_line,
     is_include,
     is_session_fence,
     marker_words,
@@ -36,11 +37,11 @@ _BULLET = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s+")
 _HEADING = re.compile(r"^#{1,6}\s+(.*?)\s*(?:\{\s*#[^}]*\})?\s*#*\s*$")
 _ANCHOR = re.compile(r"\s*\{\s*#[^}]*\}")
 # Lines that are docs-generator markup, not content: admonition and tab markers (/// note,
-# !!! tip, === "pip", ::: info), cross-reference anchors, Hugo shortcodes, file includes,
-# link definitions, bare HTML tags, a block's attributes ({#field-wrap-validator}).
+# !!! tip, === "pip", ::: info), Hugo shortcodes, link definitions, bare HTML tags (and,
+# as rag.markup says, cross-reference anchors, block attributes and file includes).
 _MARKUP_LINE = re.compile(
-    r"^(?:/{3,}.*|[!?]{3}.*|={3}[!+]?\s+\".*|:{3,}.*|\[\]\(\)\{[^{}]*\}|\{[ \t]*[#.][^{}\s][^{}]*\}"
-    r"|\{\{[<%].*[%>]\}\}|\{\*.*\*\}|\{!.*!\}|\[[^\]]+\]:\s*\S+.*"
+    r"^(?:/{3,}.*|[!?]{3}.*|={3}[!+]?\s+\".*|:{3,}.*"
+    r"|\{\{[<%].*[%>]\}\}|\[[^\]]+\]:\s*\S+.*"
     r"|(?:</?[A-Za-z][\w-]*(?:\s[^<>]*)?/?>\s*)+)$"
 )
 _INLINE_SHORTCODE = re.compile(r"\{\{[<%]|[%>]\}\}")
@@ -77,7 +78,9 @@ FACT_WORD = re.compile(r"\d|`[^`]+`")  # a number or a code word: a short senten
 def is_markup_line(line: str) -> bool:
     """A line that only drives the docs generator (admonition marker, shortcode, include,
     link definition, bare HTML tag): never part of a quote."""
-    return bool(_MARKUP_LINE.match(line.strip()))
+    stripped = line.strip()
+    return bool(_MARKUP_LINE.match(stripped)) or is_anchor_line(stripped) \
+        or is_include(stripped)
 
 
 def _unquote(line: str) -> str:
