@@ -16,13 +16,32 @@ __all__ = ["Part", "answer_kinds", "asks_when", "defined_terms", "query_terms", 
            "terms"]
 
 
+# A dotted name's last part that names a file type, not an attribute.
+_NOT_ATTRIBUTE = frozenset({"json", "yaml", "toml", "html", "scss", "less", "conf", "lock",
+                            "mdx", "tsx", "jsx"})
+
+
+def _attribute(tok: str) -> str | None:
+    """The attribute a qualified name ends in (``templates.TemplateResponse``:
+    templateresponse), which docs name on its own; None for a path, URL, file name,
+    version or plain word."""
+    if "." not in tok or "/" in tok or ":" in tok:
+        return None
+    last = tok.rsplit(".", 1)[1]
+    if len(last) < 4 or not any(c.isalpha() for c in last) or last in _NOT_ATTRIBUTE:
+        return None
+    return last
+
+
 def _stems(tok: str) -> list[str]:
-    """A token's stem, plus those of a hyphenated word's parts (re-index: re-index, index)."""
+    """A token's stem, plus those of a hyphenated word's parts (re-index: re-index, index)
+    and the attribute a qualified name ends in."""
     pieces = parts(tok)
     if len(pieces) > 1 and "-" in tok and all(p.isalpha() for p in pieces):
         return ["-".join(stem(p) for p in pieces)] + [
             stem(p) for p in pieces if p not in STOPWORDS and len(p) > 1]
-    return [stem(tok)]
+    attribute = _attribute(tok)
+    return [stem(tok)] if attribute is None else [stem(tok), stem(attribute)]
 
 
 def query_terms(text: str) -> list[str]:

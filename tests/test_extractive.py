@@ -151,6 +151,16 @@ def test_a_how_question_gets_the_sentence_that_says_what_to_do() -> None:
     assert statements[0][0] == fix
 
 
+def test_a_question_naming_obj_attr_finds_the_sentence_naming_attr() -> None:
+    # Docs name the method on its own; the user types it as they call it.
+    right = "A `TemplateResponse` takes the name and the request."
+    other = "Links take you to the other pages."
+    shown = [evidence("E1", f"## Links\n\n{other}\n\n## Rendering\n\n{right}",
+                      path="guide/tpl.md")]
+    statements, _ = answer("What does templates.TemplateResponse take?", shown)
+    assert statements[0][0] == right
+
+
 def test_the_first_quote_comes_from_the_place_search_trusts_most() -> None:
     # Two sentences match the question's words about as well; search ranked the page
     # about path order far above a passing mention, so its sentence is the answer.

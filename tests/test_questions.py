@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from rag.questions import answer_kinds, defined_terms, question_parts
+from rag.questions import answer_kinds, defined_terms, query_terms, question_parts, terms
 
 
 def test_a_question_in_two_parts_is_split_at_and_which() -> None:
@@ -64,3 +64,13 @@ def test_a_yes_or_no_question_asks_for_a_polar_answer() -> None:
     assert "polar" in answer_kinds("I set str_to_lower. Does it apply to nested models?")
     assert "polar" not in answer_kinds("Is there a way to skip validation?")  # asks how
     assert "polar" not in answer_kinds("Can I skip validation?")
+
+
+def test_a_qualified_name_also_asks_for_the_attribute_it_ends_in() -> None:
+    asked = set(query_terms("What does templates.TemplateResponse take?"))
+    assert asked & terms("Return a `TemplateResponse` with the request.")
+    assert "compare_digest" in query_terms("Why secrets.compare_digest() and not ==?")
+    # A file name, a version, a path or a URL names no attribute.
+    for question, word in [("Where does main.py go?", "py"), ("What changed in 0.108.0?", "0"),
+                           ("Is config.json read?", "json"), ("See docs.python.org/3/", "org")]:
+        assert word not in query_terms(question)
