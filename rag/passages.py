@@ -107,6 +107,7 @@ class Block:
     # or one option of a command's option list: a quote of it ends with it
     group: int = -1  # the entry's first line; blocks indented under an entry share it
     header: tuple[str, ...] = ()  # a table row's column names, when its table has a header
+    after_include: bool = False  # a file include (code shown from elsewhere) lies just above
 
 
 def _option_rows(raw: Sequence[str]) -> set[int]:
@@ -167,6 +168,7 @@ def read_blocks(text: str, first_line_is_file_start: bool = False) -> list[Block
     header: tuple[str, ...] = ()  # column names of the table being read
 
     group = -1  # first line of the definition-list entry that indented blocks continue
+    include = -1  # the last file-include line read
 
     def in_entry(first: int) -> int:
         """The entry a block starting on line ``first`` continues (indented under it), or -1;
@@ -188,7 +190,8 @@ def read_blocks(text: str, first_line_is_file_start: bool = False) -> list[Block
             if _safe(lines):
                 blocks.append(Block(kind, current[0], current[-1], lines, heading, heading_line,
                                     fact_line, fact, owner >= 0, owner,
-                                    header if kind == "row" else ()))
+                                    header if kind == "row" else (),
+                                    include > (blocks[-1].last if blocks else -1)))
             current.clear()
 
     option_rows = _option_rows(raw)
@@ -250,6 +253,8 @@ def read_blocks(text: str, first_line_is_file_start: bool = False) -> list[Block
                                   default=(-1, ""))
         elif not line or set(line) <= set("-=*_") or is_markup_line(line):
             flush()
+            if is_include(line):
+                include = i
         elif line.startswith("|") or i in rows:
             flush()
             cells = table_cells(line)
@@ -333,7 +338,8 @@ def sentences(blocks: Sequence[Block]) -> list[Sentence]:
             # code block finishes the sentence that introduced the block: quotable as the
             # rest of that quote, never as a quote's start.
             continues = n == 0 and (text.startswith(("...", "…")) or text[:1].islower()
-                                    and b_index > 0 and blocks[b_index - 1].kind == "code")
+                                    and b_index > 0 and (blocks[b_index - 1].kind == "code"
+                                                         or block.after_include))
             # A short one ("...you write:") is kept only for the code it introduces.
             shows_code = b_index + 1 < len(blocks) and blocks[b_index + 1].kind == "code"
             if (len(text.split()) < (2 if continues and shows_code else MIN_WORDS)

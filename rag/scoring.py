@@ -57,6 +57,8 @@ class Passage:
     idf: dict[str, float] = field(default_factory=dict)  # question term weights (shared)
     parts: list[float] = field(default_factory=list)  # how well it answers each part
     order: int = 0  # reading order among the evidence's passages (several share a line)
+    said: str = ""  # what it says, for the embedder: its sentence, and the words that
+    # finish it after the code it introduces ("You can set `x`:" [code] "and then...")
 
     @property
     def words(self) -> int:
@@ -120,6 +122,11 @@ class PassageScorer:
                                         blocks[sentence.block],
                                         order=len(found) + len(in_chunk)))
             _link_windows(in_chunk)
+            for p in in_chunk:
+                rest = p.window[0] if p.window and p.window[0].sentence.continues else None
+                p.said = p.sentence.text if rest is None else f"{p.sentence.text} {rest.sentence.text}"
+                if rest is not None:
+                    p.terms = p.terms | rest.terms
             found.extend(in_chunk)
         query = query_terms(question)
         if not found or not query:
@@ -149,7 +156,7 @@ class PassageScorer:
             # sentence of eight chunks costs more than the whole search.
             found.sort(key=lambda p: -p.score)
             head = found[:EMBED_TOP]
-            vectors = self._embed([question] + [p.sentence.text for p in head])
+            vectors = self._embed([question] + [p.said for p in head])
             for p, sim in zip(head, vectors[1:] @ vectors[0]):
                 p.dense = float(sim)
                 p.score += W_DENSE * p.dense / (1 + RANK_PRIOR * p.rank)
@@ -182,7 +189,7 @@ class PassageScorer:
             scores.append(score)
         if self.embedder is not None:
             order = sorted(range(len(found)), key=lambda i: -scores[i])[:PART_EMBED_TOP]
-            vectors = self._embed([part.text] + [found[i].sentence.text for i in order])
+            vectors = self._embed([part.text] + [found[i].said for i in order])
             for i, sim in zip(order, vectors[1:] @ vectors[0]):
                 scores[i] += float(sim)
         for p, score in zip(found, scores):

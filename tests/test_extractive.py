@@ -65,6 +65,21 @@ def test_a_sentence_ending_in_a_colon_brings_the_code_it_introduces() -> None:
     assert "```console" in lines_of(shown[0], quotes[0])  # the cited lines hold the code
 
 
+def test_the_words_after_an_included_code_file_finish_the_sentence_before_it() -> None:
+    # The docs show code from a file ("{* app.py *}") between a sentence and its end.
+    text = ("## Other values\n\nThe response model can hold lists of items as well.\n\n"
+            "## Leave out unset values\n\n"
+            "You can set the decorator parameter `response_model_exclude_unset=True`:\n\n"
+            "{* ../../docs_src/response_model/tutorial004.py hl[22] *}\n\n"
+            "and those default values won't be included in the response.")
+    shown = [evidence("E1", text, start=10)]
+    statements, quotes = answer("How do I leave default values out of the response?", shown)
+    assert statements[0][0] == ("You can set the decorator parameter "
+                                "`response_model_exclude_unset=True`: and those default "
+                                "values won't be included in the response.")
+    assert quotes[0] == (16, 20)
+
+
 def test_markup_links_shortcodes_and_fragments_are_never_quoted() -> None:
     text = ("/// note\n\nThe port option sets the listening port of the server.\n\n///\n\n"
             "{{< tip >}}The port shortcode hides a port here.{{< /tip >}}\n\n"
