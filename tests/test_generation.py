@@ -284,13 +284,14 @@ def cache_home(tmp_path: os.PathLike, monkeypatch: pytest.MonkeyPatch) -> Iterat
 
 
 def test_local_generator_reuses_a_running_serve_model(cache_home: str) -> None:
-    from rag.local_model import default_gguf_path, server_key, state_path
+    from rag.local_model import model_to_run, server_key, state_path
 
     with FakeOpenAIServer([Reply(GOOD)], model="smollm2") as server:
         state_path().parent.mkdir(parents=True)
         cfg = Settings(generation=settings(generator="local", local_port=server.port))
         gen_cfg = cfg.generation
-        key = server_key(default_gguf_path(), gen_cfg.local_context_tokens, gen_cfg.local_threads)
+        key = server_key(model_to_run(gen_cfg), gen_cfg.local_context_tokens,
+                         gen_cfg.local_threads)
         state_path().write_text(json.dumps({"pid": os.getpid(), "port": server.port, **key}))
         with make_generator(cfg) as gen:  # type: ignore[attr-defined]
             result = gen.generate(QUESTION, EVIDENCE)

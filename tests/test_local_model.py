@@ -34,6 +34,7 @@ from rag.local_model import (
     server_key,
     state_path,
 )
+from rag.model_file import fast_copy
 from rag.records import Chunk, Evidence, SearchHit
 from tests.fakes.fake_openai_server import FakeOpenAIServer, Reply, answer_json, closed_port
 
@@ -348,8 +349,10 @@ def _evidence(label: str, text: str, path: str = "guide/server.md") -> Evidence:
 
 
 @pytest.fixture(scope="module")
-def real_server() -> Iterator[LocalModelServer]:
-    server = LocalModelServer(default_gguf_path(), n_ctx=2048)
+def real_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalModelServer]:
+    # the model as users run it: the Q4_0 copy of the bundled file (rag.model_file)
+    model = fast_copy(default_gguf_path(), tmp_path_factory.mktemp("models"))
+    server = LocalModelServer(str(model), n_ctx=2048)
     with server:
         yield server
 

@@ -1,0 +1,76 @@
+"""The bundled model runs as a Q4_0 copy made once in the user cache (rag.model_file)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+gguf = pytest.importorskip("gguf")
+
+from gguf.quants import dequantize
+
+from rag.config import GenerationSettings
+from rag.local_model import default_gguf_path, model_to_run
+from rag.model_file import fast_copy, runnable_model
+
+Q4_0, Q4_1 = gguf.GGMLQuantizationType.Q4_0, gguf.GGMLQuantizationType.Q4_1
+
+
+@pytest.fixture(autouse=True)
+def cache_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    yield tmp_path / "cache"
+
+
+@pytest.fixture(scope="module")
+def copy(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return fast_copy(default_gguf_path(), tmp_path_factory.mktemp("models"))
+
+
+def test_the_copy_holds_the_same_weights_as_q4_0(copy: Path) -> None:
+    shipped = gguf.GGUFReader(default_gguf_path())
+    made = gguf.GGUFReader(copy)
+    assert [t.name for t in made.tensors] == [t.name for t in shipped.tensors]
+    assert not any(t.tensor_type == Q4_1 for t in made.tensors)
+    assert sum(t.tensor_type == Q4_0 for t in made.tensors) == sum(
+        t.tensor_type == Q4_1 for t in shipped.tensors) > 0
+    for old, new in zip(shipped.tensors, made.tensors, strict=True):
+        if old.tensor_type != Q4_1:  # copied byte for byte
+            assert new.tensor_type == old.tensor_type and bytes(new.data) == bytes(old.data)
+            continue
+        before, after = dequantize(old.data, Q4_1), dequantize(new.data, Q4_0)
+        assert before.shape == after.shape
+        # Q4_0 has 16 levels per block of 32, like Q4_1: the error stays under one step.
+        step = np.abs(before).reshape(-1, 32).max(axis=1) / 7.5
+        assert (np.abs(before - after).reshape(-1, 32).max(axis=1) <= step + 1e-6).all()
+    for key in ("general.architecture", "tokenizer.chat_template", "llama.context_length"):
+        assert made.fields[key].contents() == shipped.fields[key].contents()
+
+
+def test_the_copy_is_made_once_and_a_q4_0_file_runs_as_it_is(copy: Path) -> None:
+    made = copy.stat().st_mtime_ns
+    assert fast_copy(default_gguf_path(), copy.parent) == copy
+    assert copy.stat().st_mtime_ns == made  # not written again
+    assert fast_copy(copy, copy.parent) == copy.resolve()  # nothing left to convert
+    assert [p.name for p in copy.parent.iterdir()] == [copy.name]  # no partial file left
+
+
+def test_the_bundled_model_runs_from_the_cache_a_configured_one_as_it_is(
+        cache_home: Path, tmp_path: Path) -> None:
+    own = tmp_path / "mine.gguf"
+    own.write_bytes(b"whatever the user chose")
+    assert model_to_run(GenerationSettings(local_model_path=str(own))) == str(own)
+    assert not cache_home.exists()  # nothing converted for a model the user chose
+
+
+def test_no_copy_can_be_made_runs_the_shipped_file_and_says_why(
+        cache_home: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    cache_home.parent.mkdir(parents=True, exist_ok=True)
+    cache_home.write_text("a file where the cache folder should be")
+    shipped = default_gguf_path()
+    assert runnable_model(shipped) == shipped
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("note: running the shipped model file")
