@@ -160,7 +160,7 @@ class GenerationSettings(_Section):
         "docs); the evidence budget is divided by it so the prompt fits the local context.",
     )
     local_context_tokens: int = Field(
-        1536, ge=512,
+        1792, ge=512,
         description="The local model's context window; its smaller evidence budget derives "
         "from it (a shorter prompt is most of what makes SmolLM2 answer in seconds).",
     )
