@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 __all__ = ["fast_copy", "model_cache", "runnable_model"]
@@ -27,9 +28,11 @@ def model_cache() -> Path:
     return Path(cache) / "rag" / "models"
 
 
-def fast_copy(source: str | Path, cache: Path | None = None) -> Path:
+def fast_copy(source: str | Path, cache: Path | None = None,
+              on_copy: Callable[[], None] | None = None) -> Path:
     """The Q4_0 copy of a GGUF file with Q4_1 tensors, made on first use in ``cache``
-    (default :func:`model_cache`); the source itself when it holds none."""
+    (default :func:`model_cache`; ``on_copy`` is called before it is made); the source
+    itself when it holds none."""
     import gguf  # llama.cpp's GGUF reader/writer; only needed for the copy
 
     src = Path(source).resolve()
@@ -44,6 +47,8 @@ def fast_copy(source: str | Path, cache: Path | None = None) -> Path:
     if not any(t.tensor_type == gguf.GGMLQuantizationType.Q4_1 for t in reader.tensors):
         return src
     partial = target.with_name(f"{target.name}.{os.getpid()}.partial")
+    if on_copy is not None:
+        on_copy()
     try:
         _requantize(gguf, reader, partial)
         os.replace(partial, target)  # another process making the same copy: either wins
@@ -80,8 +85,12 @@ def _requantize(gguf, reader, target: Path) -> None:  # type: ignore[no-untyped-
 def runnable_model(shipped: str) -> str:
     """The bundled model file to run: its fast copy, or the shipped file (with one line on
     stderr saying why) when no copy can be made (read-only cache, full disk, no ``gguf``)."""
+    def announce() -> None:
+        print("note: making a faster (Q4_0) copy of the bundled model, once; about 5 s",
+              file=sys.stderr, flush=True)
+
     try:
-        return str(fast_copy(shipped))
+        return str(fast_copy(shipped, on_copy=announce))
     except Exception as exc:  # noqa: BLE001 - the shipped file always works, only slower
         reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         print(f"note: running the shipped model file; its faster copy could not be made "

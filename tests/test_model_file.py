@@ -66,6 +66,15 @@ def test_the_bundled_model_runs_from_the_cache_a_configured_one_as_it_is(
     assert not cache_home.exists()  # nothing converted for a model the user chose
 
 
+def test_the_first_local_answer_says_it_makes_the_copy_then_runs_it(
+        cache_home: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    first = runnable_model(default_gguf_path())
+    assert Path(first).parent == cache_home / "rag" / "models" and first.endswith(".Q4_0.gguf")
+    assert capsys.readouterr().err.startswith("note: making a faster (Q4_0) copy")
+    assert runnable_model(default_gguf_path()) == first
+    assert capsys.readouterr().err == ""  # made once: nothing to say the second time
+
+
 def test_no_copy_can_be_made_runs_the_shipped_file_and_says_why(
         cache_home: Path, capsys: pytest.CaptureFixture[str]) -> None:
     cache_home.parent.mkdir(parents=True, exist_ok=True)
