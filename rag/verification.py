@@ -8,6 +8,7 @@ so the same answer always verifies the same way.
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Sequence
 from dataclasses import replace
@@ -161,6 +162,28 @@ def narrow(citation: Citation, chunk: Chunk, lines: tuple[int, int] | None) -> C
     return replace(citation, start_line=start, end_line=end)
 
 
+# What a small model writes once it has lost the thread, which the word-overlap score alone
+# would pass: markup echoed back ("</untrusted-source", "{#"), a short run repeated ("1: 1:
+# 1:", "}]}]}]", ",#,#,#"), words run together by commas ("app,client,client-side,s"),
+# punctuation piled up (",." "*,"), or a sentence cut short ("...and the."). (The same
+# words repeated is no sign: docs repeat "the data sent by the client" in one sentence.)
+_ECHO = re.compile(r"(?i)</\w|untrusted-|<unused|\{#")
+_RUN = re.compile(r"(.{2,8}?)\1{2,}|([^\w\s])\2{3,}")
+_JAMMED = re.compile(r"[A-Za-z],[A-Za-z]|[,;][,.;*#]")
+_CUT_SHORT = re.compile(r"(?i)\b(?:the|a|an|and|or)[.,]?$")
+
+
+def garbled(text: str) -> bool:
+    """Whether a statement a model wrote (not a verbatim quote) reads as degenerate output
+    rather than a sentence; see above. Code spans are not read."""
+    spans = itertools.count()
+    prose = re.sub(r"`[^`]*`", lambda _: f"code{next(spans)}", text).strip()
+    if _ECHO.search(prose) or _JAMMED.search(prose) or _CUT_SHORT.search(prose):
+        return True
+    return any(not (run.group(1) or run.group(2)).strip().isalnum()
+               for run in _RUN.finditer(prose))
+
+
 def missing_words(text: str, cited: Sequence[Evidence]) -> list[str]:
     """The content words of ``text`` that none of the cited evidence holds (see
     support_score), in a stable order."""
@@ -178,7 +201,8 @@ def check_support(
 ) -> list[Statement]:
     """Verify every statement's labels and score it against exactly the evidence it cites.
 
-    A statement is supported when it cites something and its score reaches ``threshold``.
+    A statement is supported when it cites something, its score reaches ``threshold``, and,
+    unless it quotes the evidence verbatim, it is not :func:`garbled`.
     Unknown or forbidden labels raise CitationError (see verify_citations). A statement
     citing one label is cited line-precisely: at the lines it quotes (``quotes``, given by
     the generator, checked to lie inside the chunk), or where the chunk holds it verbatim.
@@ -188,16 +212,18 @@ def check_support(
     for n, (text, labels) in enumerate(statements):
         citations = verify_citations(labels, evidence, allowed_groups=allowed_groups)
         score = support_score(text, [by_label[c.label] for c in citations])
+        lines = quotes[n] if n < len(quotes) else None
         if len(citations) == 1:
             chunk = by_label[citations[0].label].chunk
-            lines = quotes[n] if n < len(quotes) else None
-            citations = [narrow(citations[0], chunk, lines or locate_quote(text, chunk))]
+            lines = lines or locate_quote(text, chunk)
+            citations = [narrow(citations[0], chunk, lines)]
         out.append(
             Statement(
                 text=text,
                 citations=tuple(citations),
                 supported=bool(citations) and score >= threshold
-                and len(content_words(text)) >= MIN_CONTENT_WORDS,
+                and len(content_words(text)) >= MIN_CONTENT_WORDS
+                and (lines is not None or not garbled(text)),
                 support_score=score,
             )
         )

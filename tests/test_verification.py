@@ -178,3 +178,52 @@ def test_a_one_word_statement_is_not_supported():
     [one] = check_support([("Rag.", ["E1"])], cited, threshold=0.5)
     [two] = check_support([("Rag indexes Markdown.", ["E1"])], cited, threshold=0.5)
     assert not one.supported and two.supported
+
+
+# What SmolLM2 wrote on the FastAPI dev set once it lost the thread: every content word is
+# in its evidence, so the overlap score alone passed them.
+GARBLED = [
+    ("Re-indexing a running file with multiple files, re-indexing the same file, re-indexing "
+     "multiple files, and re-indexing multiple folders, re-indexing a_folder,re-indexing_a_b."),
+    "I am a user of the path '/users/me/users/users/: 1: 1: 1: 1: 1: 1: 1:.",
+    "The query parameters are optional, but can be required. The query parameters,#,#,#,theorem.",
+    "Dependencies with `yield` and `scope`}, {#14099:14.",
+    "The API checks that the user is authorized and returns the token,</untrusted-source.",
+    "The same dependency is used to call multiple times, but instead of calling the.",
+    "The frontend app serves static files to the client. The frontend app,client,client-side,s.",
+]
+REINDEX = ev("E1", "docs/reindexing.md",
+             "Re-indexing: run rag index on the same folder again after you edit, add, rename or "
+             "delete files; multiple folders, running file, same user path /users/me 1 query "
+             "parameters optional required theorem Dependencies yield scope 14099 14 API checks "
+             "user authorized returns token dependency used call multiple times instead calling "
+             "frontend app serves static files client client-side a_folder a_b")
+
+
+@pytest.mark.parametrize("statement", GARBLED)
+def test_degenerate_model_output_is_not_supported_though_its_words_are(statement: str) -> None:
+    assert support_score(statement, [REINDEX]) >= 0.5
+    [checked] = check_support([(statement, ["E1"])], [REINDEX], threshold=0.5)
+    assert not checked.supported
+
+
+@pytest.mark.parametrize("statement", [
+    "Run rag index on the same folder again after you edit files.",
+    ("The configuration file is searched for up the file tree, starting at the file being "
+     "formatted, until a config file is found."),
+    ("Pass `--index`, for example `rag index ~/wiki --index indexes/wiki`, and the same "
+     "`--index` to `rag search` and `rag ask`."),
+])
+def test_sentences_that_repeat_a_word_or_list_code_are_still_supported(statement: str) -> None:
+    cited = [ev("E1", "docs/a.md", statement)]
+    [checked] = check_support([(statement, ["E1"])], cited, threshold=0.5)
+    assert checked.supported
+
+
+def test_a_verbatim_quote_is_never_judged_garbled() -> None:
+    code = "rag index docs/ && rag index docs/ && rag index docs/ && rag index docs/"
+    cited = [ev("E1", "docs/a.md", f"Index it four times:\n{code}", lines=(10, 11))]
+    [paraphrase] = check_support([(code, ["E1"])], cited, threshold=0.5)
+    [quoted] = check_support([(code, ["E1"])], cited, threshold=0.5, quotes=[(11, 11)])
+    assert quoted.supported and quoted.citations[0].start_line == 11
+    assert paraphrase.supported  # found verbatim in the chunk, so not a paraphrase either
