@@ -7,6 +7,7 @@ a change that leaves every docs file as it was (an editor's temp file) writes no
 
 from __future__ import annotations
 
+import signal
 import sys
 import threading
 from collections.abc import Callable
@@ -118,16 +119,35 @@ def watch_index(docs: Path, index: Path, settings: Settings,
     """`rag index --watch`: re-index on change until Ctrl-C, which stops it cleanly (exit 0).
 
     Interrupting a re-index loses nothing: the previous version stays live until the new one
-    is complete.
+    is complete. Between re-indexes Ctrl-C only asks the watcher to stop, which it does at
+    its next step: a KeyboardInterrupt raised inside watchfiles' native watcher left the
+    process hanging at exit now and then.
     """
     from rag.embedding import make_embedder
     from rag.folders import update_index
 
     embedder = make_embedder(settings.embedding)
+    stop, busy = threading.Event(), threading.Event()
+
+    def interrupt(_signum: int, _frame: object) -> None:
+        stop.set()
+        if busy.is_set():  # a re-index: stop it now
+            raise KeyboardInterrupt
+
+    def reindex() -> IndexReport | None:
+        busy.set()
+        try:
+            return update_index(docs, index, settings, embedder)
+        finally:
+            busy.clear()
+
+    previous = signal.signal(signal.SIGINT, interrupt)
     try:
-        watch_loop(docs, index, settings, lambda: update_index(docs, index, settings, embedder),
-                   on_update=on_update,
+        watch_loop(docs, index, settings, reindex, on_update=on_update,
                    on_error=lambda msg: say(f"warning: re-index failed: {msg}"),
-                   ready=lambda: say(f"watching {docs} for changes (Ctrl-C stops)"))
+                   ready=lambda: say(f"watching {docs} for changes (Ctrl-C stops)"), stop=stop)
     except KeyboardInterrupt:
-        say("stopped")
+        pass
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    say("stopped")
