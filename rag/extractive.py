@@ -119,16 +119,25 @@ def _between(prev: Passage, nxt: Passage, text: str) -> str:
     return "\n" if item or prev.text != prev.sentence.text else _gap(text)
 
 
+def _joined(passages: Sequence[Passage]) -> str:
+    """Passages quoted one after the other, each gap as _between says."""
+    text = passages[0].text
+    for a, b in pairwise(passages):
+        text += _between(a, b, text) + b.text
+    return text
+
+
 def _window_quote(p: Passage, limit: int = WINDOW_WORDS, stop: int = 0,
                   ) -> tuple[str, tuple[int, int], int]:
     """The passage run on through its window, up to ``limit`` words, before line ``stop``."""
-    text, last, words, prev = p.text, p.lines[1], p.words, p
+    taken, words = [p], p.words
     for q in p.window:
         if words + q.words > limit or (stop and q.lines[1] >= stop):
             break
-        text += _between(prev, q, text) + q.text
-        last, words, prev = q.lines[1], words + q.words, q
-    return text, (p.lines[0], last), len(text.split())
+        taken.append(q)
+        words += q.words
+    text = _joined(taken)
+    return text, (p.lines[0], taken[-1].lines[1]), len(text.split())
 
 
 # A question in parts ("Where are its docs, and will its startup code run?") gets a quote
@@ -285,9 +294,7 @@ def choose(question: str, passages: Sequence[Passage]) -> list[Quote]:
         if p is best:
             text, lines = _window_quote(p)[:2]
             if lead:
-                opening = lead[0].text
-                for a, b in pairwise(lead):
-                    opening += _between(a, b, opening) + b.text
+                opening = _joined(lead)
                 text = opening + _between(lead[-1], p, opening) + text
                 lines = (lead[0].lines[0], lines[1])
             text, lines = _with_heading_fact(p, question, _with_heading_name(p, (text, lines)))
