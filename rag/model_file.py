@@ -33,8 +33,6 @@ def fast_copy(source: str | Path, cache: Path | None = None,
     """The Q4_0 copy of a GGUF file with Q4_1 tensors, made on first use in ``cache``
     (default :func:`model_cache`; ``on_copy`` is called before it is made); the source
     itself when it holds none."""
-    import gguf  # llama.cpp's GGUF reader/writer; only needed for the copy
-
     src = Path(source).resolve()
     stat = src.stat()
     tag = hashlib.sha256(f"{src}\0{stat.st_size}\0{stat.st_mtime_ns}".encode()).hexdigest()[:12]
@@ -42,6 +40,8 @@ def fast_copy(source: str | Path, cache: Path | None = None,
     target = (cache or model_cache()) / f"{name}.{tag}.Q4_0.gguf"
     if target.is_file():
         return target
+    import gguf  # llama.cpp's GGUF reader/writer; only needed to make the copy
+
     target.parent.mkdir(parents=True, exist_ok=True)
     reader = gguf.GGUFReader(src)
     if not any(t.tensor_type == gguf.GGMLQuantizationType.Q4_1 for t in reader.tensors):
