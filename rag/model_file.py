@@ -21,6 +21,11 @@ from pathlib import Path
 
 __all__ = ["fast_copy", "model_cache", "runnable_model"]
 
+# Q4_0 stores 18 bytes per 32 weights where Q4_1 stores 20, and the rest is copied as it
+# is: a copy smaller than this share of its source was cut short (a full disk, a damaged
+# cache) and is made again, rather than failing every local answer to load.
+MIN_COPY_SHARE = 0.85
+
 
 def model_cache() -> Path:
     """Where converted model files are kept (XDG cache, ``rag/models``)."""
@@ -38,7 +43,7 @@ def fast_copy(source: str | Path, cache: Path | None = None,
     tag = hashlib.sha256(f"{src}\0{stat.st_size}\0{stat.st_mtime_ns}".encode()).hexdigest()[:12]
     name = src.name.removesuffix(".gguf").removesuffix(".Q4_1")
     target = (cache or model_cache()) / f"{name}.{tag}.Q4_0.gguf"
-    if target.is_file():
+    if target.is_file() and target.stat().st_size >= MIN_COPY_SHARE * stat.st_size:
         return target
     import gguf  # llama.cpp's GGUF reader/writer; only needed to make the copy
 

@@ -58,6 +58,14 @@ def test_the_copy_is_made_once_and_a_q4_0_file_runs_as_it_is(copy: Path) -> None
     assert [p.name for p in copy.parent.iterdir()] == [copy.name]  # no partial file left
 
 
+def test_a_copy_cut_short_is_made_again(tmp_path: Path) -> None:
+    first = fast_copy(default_gguf_path(), tmp_path)
+    whole = first.read_bytes()
+    first.write_bytes(whole[:1_000_000])  # damaged after it was made
+    assert fast_copy(default_gguf_path(), tmp_path) == first
+    assert first.read_bytes() == whole
+
+
 def test_the_bundled_model_runs_from_the_cache_a_configured_one_as_it_is(
         cache_home: Path, tmp_path: Path) -> None:
     own = tmp_path / "mine.gguf"
