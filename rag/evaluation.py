@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from rag.errors import AccessError, ConfigError
 from rag.paths import check_relative
 from rag.records import Answer, Citation, SearchHit
+from rag.text import word_count
 
 HIT_KS = (1, 3, 5)
 LONG_ANSWER_WORDS = 250  # answers longer than this are counted in the report
@@ -103,8 +104,9 @@ def section_rank(hits: Sequence[SearchHit], case: EvalCase) -> int | None:
 
 
 def answer_words(text: str) -> int:
-    """Words of an answer as a reader counts them: whitespace-separated, code included."""
-    return len(text.split())
+    """Words of an answer as a reader counts them: whitespace-separated, code included,
+    code fences not."""
+    return word_count(text)
 
 
 @dataclass

@@ -30,6 +30,7 @@ from rag.questions import (
 )
 from rag.records import Evidence
 from rag.scoring import WINDOW_WORDS, Passage, PassageScorer, defines_term, is_release_note, share
+from rag.text import word_count
 
 __all__ = ["ExtractiveGenerator", "PassageScorer", "answer_kinds", "choose", "split_sentences"]
 
@@ -137,7 +138,7 @@ def _window_quote(p: Passage, limit: int = WINDOW_WORDS, stop: int = 0,
         taken.append(q)
         words += q.words
     text = _joined(taken)
-    return text, (p.lines[0], taken[-1].lines[1]), len(text.split())
+    return text, (p.lines[0], taken[-1].lines[1]), word_count(text)
 
 
 # A question in parts ("Where are its docs, and will its startup code run?") gets a quote

@@ -4,6 +4,7 @@ text and last line. rag.passages finds the sentences; rag.scoring scores them.""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 from rag.inline import show_links
@@ -59,8 +60,19 @@ def attachment(blocks: Sequence[Block], sentence: Sentence) -> list[tuple[Block,
     return out
 
 
+def code_fence(body: Sequence[str]) -> str:
+    """The fence that marks a quoted code block as code in the answer's Markdown: three
+    backticks, or one more than the longest run that opens a line of the code itself."""
+    runs = [len(m.group()) for line in body if (m := _BACKTICKS.match(line.lstrip()))]
+    return "`" * max(3, max(runs, default=0) + 1)
+
+
+_BACKTICKS = re.compile(r"`{3,}")
+
+
 def quote(sentence: Sentence, attached: list[tuple[Block, int]]) -> tuple[str, int]:
-    """The quote text and its last chunk line."""
+    """The quote text and its last chunk line; code it brings is fenced (```), so that every
+    reader of the answer, the web page's Markdown among them, shows it as code."""
     parts = [sentence.text]
     last = sentence.last
     for block, kept in attached:
@@ -68,7 +80,8 @@ def quote(sentence: Sentence, attached: list[tuple[Block, int]]) -> tuple[str, i
             body = [line for line in block.lines[:kept]]
             while body and not body[-1].strip():
                 body.pop()
-            parts.append("\n".join(body))
+            fence = code_fence(body)
+            parts.append("\n".join([fence, *body, fence]))
             last = block.first + len(body)  # the opening fence is block.first
             if kept >= len(block.lines):
                 last = block.last

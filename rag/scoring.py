@@ -23,7 +23,7 @@ from rag.questions import Part, answer_kinds, defined_terms, query_terms, questi
 from rag.questions import terms as _terms
 from rag.quoting import attachment, quote
 from rag.records import Evidence
-from rag.text import tokens
+from rag.text import tokens, word_count
 
 __all__ = ["Passage", "PassageScorer", "answer_bonus", "defines_term", "has_kind", "is_release_note",
            "place_prior", "share"]
@@ -62,7 +62,7 @@ class Passage:
 
     @property
     def words(self) -> int:
-        return len(self.text.split())
+        return word_count(self.text)
 
     @property
     def section(self) -> int:

@@ -99,3 +99,9 @@ def stem(word: str) -> str:
     if not word.isalpha():
         return word
     return str(_stemmer().stemWord(word))
+
+
+def word_count(text: str) -> int:
+    """Words as a reader counts them: whitespace-separated, code included, a code fence
+    (a run of backticks) not."""
+    return sum(1 for word in text.split() if word.strip("`"))

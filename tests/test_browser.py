@@ -344,6 +344,14 @@ def test_the_page_streams_the_stages_with_a_timer_and_can_cancel(page, served, m
     assert page.is_hidden("#progress")
 
 
+def test_code_an_extractive_answer_quotes_is_shown_as_code(page, served):
+    """The code a quoted sentence brings is a block of its own, not words run into the prose."""
+    ask(page, "What does a minimal file that changes the retention and the data directory look like?")
+    code = page.text_content("#answer pre code")
+    assert code is not None and "retention_days = 30" in code
+    assert "retention_days" not in " ".join(page.locator("#answer p").all_text_contents())
+
+
 def test_answers_are_rendered_as_markdown_without_markup(page, served):
     """Code fences become <pre>, lists become lists; HTML in the text stays text."""
     body = ask(page, "Which port does the HTTP API listen on by default?")

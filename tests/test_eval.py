@@ -103,10 +103,12 @@ def test_answer_length_in_words_code_included():
     hit = [make_hit("1", "a.md")]
     results = [score_case(case, _answer(" ".join(["word"] * n), hit)) for n in (10, 30, 300)]
     results.append(score_case(case, _answer("`app.get('/')` then `uvicorn main:app`", hit)))
+    results.append(score_case(case, _answer("Run it:\n```\nuvicorn main:app\n```", hit)))
     results.append(score_case(case, _answer("Insufficient evidence.", hit, insufficient=True)))
     assert results[3].answer_words == 4
+    assert results[4].answer_words == 4  # the code's words count, its fences do not
     words = summarise(results)["answer_words"]
-    assert words == {"answers": 4, "median": 20.0, "max": 300, "over_250": 1}
+    assert words == {"answers": 5, "median": 10, "max": 300, "over_250": 1}
 
 
 def test_malformed_line_is_named(tmp_path: Path):
@@ -163,8 +165,8 @@ def test_quick_start_question_is_answered_from_the_reindexing_guide(tmp_path: Pa
     start, end = next((s, e) for p, s, e in cited if p == "guide/reindexing.md")
     assert guide[start - 1].startswith("Run `rag index` on the same folder again")
     quoted = " ".join(line.strip() for line in guide[start - 1:end]
-                      if line.strip() and not line.strip().startswith("```"))  # no fences
-    assert quoted in " ".join(answer["answer"].split())
+                      if line.strip() and not line.strip().startswith("```"))  # fences aside
+    assert quoted in " ".join(w for w in answer["answer"].split() if w.strip("`"))
     plain = runner.invoke(app, ["ask", "How do I re-index after editing the docs?",
                                 "--generator", "extractive", "--index", str(index)])
     assert f"guide/reindexing.md:{start}-{end}" in plain.stdout

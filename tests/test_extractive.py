@@ -261,8 +261,20 @@ def test_a_usage_line_in_a_short_code_block_is_quoted_with_its_paragraph() -> No
     shown = [evidence("E1", text, path="commands/tool_new_project.md", start=10)]
     statements, quotes = answer("How do I create a new project?", shown, FakeEmbedder())
     assert statements[0][0] == ("Create a new project at the specified path.\n"
-                                "tool new project [path] [flags]")
+                                "```\ntool new project [path] [flags]\n```")
     assert quotes[0] == (12, 16)
+
+
+def test_quoted_markdown_code_keeps_its_own_fences_inside_a_longer_one() -> None:
+    # A page that shows how to write a code block: the answer's fence must not end at the
+    # example's own, or a reader's Markdown would show the rest of the answer as code.
+    text = ("## Code blocks\n\nTo highlight code, open the block with the language name:\n\n"
+            "~~~markdown\n```python\nprint('hi')\n```\n~~~\n")
+    shown = [evidence("E1", text, path="content/highlighting.md", start=5)]
+    statements, quotes = answer("How do I highlight code in a block?", shown, FakeEmbedder())
+    assert statements[0][0] == ("To highlight code, open the block with the language name:\n"
+                                "````\n```python\nprint('hi')\n```\n````")
+    assert quotes[0] == (7, 13)
 
 
 def test_a_changelog_entry_is_not_added_to_an_answer_that_is_not_about_versions() -> None:
@@ -386,7 +398,7 @@ def test_an_ellipsis_sentence_finishes_the_quote_it_follows_but_never_starts_one
                                 shown, FakeEmbedder())
     quoted = statements[0][0]
     assert quoted.startswith("For classes, a shorter form")
-    assert "...you write:\ncommons: Annotated[Params, Depends()]" in quoted
+    assert "...you write:\n```\ncommons: Annotated[Params, Depends()]\n```" in quoted
     assert quoted.count("Prefer the `Annotated` version.") == 1  # the tab's repeat is not
     assert "Depends()]" in lines_of(shown[0], quotes[0])
     assert "...you write:" not in split_sentences(text)
@@ -535,7 +547,7 @@ def test_prose_after_a_quoted_code_block_starts_on_its_own_line() -> None:
             "Cache the settings object to read the file once.")
     statements, _ = answer("Why is reading the settings file slow?",
                            [evidence("E1", text, path="advanced/settings.md")])
-    assert "    return Settings()\nwe would read the settings file" in statements[0][0]
+    assert "    return Settings()\n```\nwe would read the settings file" in statements[0][0]
     assert "for each request. Cache the settings object" in statements[0][0]
 
 

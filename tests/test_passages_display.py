@@ -115,8 +115,8 @@ def test_a_code_block_inside_a_tab_is_shown_without_the_tabs_indent() -> None:
     shown = [evidence("E1", text, path="install.md", start=38)]
     statements, _ = answer("What do I need to install for email validation?", shown,
                            FakeEmbedder())
-    assert statements[0][0] == ("To install optional dependencies along with Pydantic:\n"
-                                "# with the `email` extra:\npip install 'pydantic[email]'")
+    assert statements[0][0] == ("To install optional dependencies along with Pydantic:\n```\n"
+                                "# with the `email` extra:\npip install 'pydantic[email]'\n```")
 
 
 _MARKDOWN_PIECES = ["```", "```python", "~~~", "    ```", "| a | b |", "| --- | --- |",
