@@ -73,6 +73,8 @@ FACT = re.compile(r"\b(?:v?\d+\.\d+(?:\.\d+)?|\d{4}-\d{2}-\d{2})\b")
 MIN_WORDS = 4
 _DELIMITER_ROW = re.compile(r"\|?[ \t]*:?-+:?[ \t]*(?:\|[ \t]*:?-+:?[ \t]*)+\|?")
 FACT_WORD = re.compile(r"\d|`[^`]+`")  # a number or a code word: a short sentence's fact
+# A short item that states one value ("Default: `5173`", "Since: 0.110"), as option pages list.
+_LABELLED_FACT = re.compile(r"^([*_]{0,2})\w[\w ]*(?::\1|\1:)\s+(?:`[^`]+`|\d\S*)$")
 
 
 def is_markup_line(line: str) -> bool:
@@ -308,7 +310,7 @@ def sentences(blocks: Sequence[Block]) -> list[Sentence]:
             text = row_text(block.lines[0], block.header) if block.kind == "row" else \
                 show_links(clean_inline(_BULLET.sub("", block.lines[0]) + " "
                                         + " ".join(block.lines[1:])))
-            if len(text.split()) >= MIN_WORDS - 1:
+            if len(text.split()) >= MIN_WORDS - 1 or _LABELLED_FACT.match(text.strip()):
                 out.append(Sentence(text.strip(), block.first, block.last, b_index, True))
             continue
         starts: list[int] = []  # char offset where each line begins in the joined text
@@ -319,6 +321,7 @@ def sentences(blocks: Sequence[Block]) -> list[Sentence]:
         pos = 0
         parts = _SENTENCE_END.split(joined.strip())
         kept_previous = False  # whether the part before this one was kept
+        opening: tuple[str, int] | None = None  # a short first sentence, and its first line
         for n, part in enumerate(parts):
             at = joined.find(part, pos)
             pos = at + len(part)
@@ -326,6 +329,15 @@ def sentences(blocks: Sequence[Block]) -> list[Sentence]:
             last = block.first + max(k for k, s in enumerate(starts) if s < pos)
             text = show_links(clean_inline(part.strip()))
             ends = n == len(parts) - 1
+            if opening is not None:
+                text, first = f"{opening[0]} {text}", opening[1]
+                opening = None
+            elif (n == 0 and not ends and len(text.split()) < MIN_WORDS and _complete(text)
+                  and text[:1].isupper() and not text.endswith(":")):
+                # "Specify server port." opens an option's section: too short to quote
+                # alone, it is quoted with the sentence after it.
+                opening = (text, first)
+                continue
             if (kept_previous and len(text.split()) < MIN_WORDS and FACT_WORD.search(text)
                     and _complete(text) and not text[:1].islower()):
                 # "Default is `75`." is too short to quote alone, but it completes the

@@ -612,3 +612,35 @@ def test_a_quote_runs_on_past_the_list_its_sentence_introduces() -> None:
     assert quoted.startswith("The file watcher may not detect file changes when:")
     assert quoted.endswith("\nIn these cases, use the `--poll` command line flag instead.")
     assert quotes[0] == (3, 8)
+
+
+def test_an_option_section_is_quoted_with_its_name_and_default() -> None:
+    # Reference pages name the option in a bare heading, list its type and default as short
+    # items, then describe it in a sentence too short to quote alone.
+    text = ("# Server Options\n\n## server.port\n\n- **Type:** `number`\n- **Default:** `5173`\n\n"
+            "Specify server port. Note if the port is already being used, the next free port "
+            "is tried.\n\n## server.strictPort\n\n- **Type:** `boolean`\n\n"
+            "Set to `true` to exit if the port is already in use.\n")
+    shown = [evidence("E1", text, path="config/server-options.md")]
+    statements, quotes = answer("Which port does the dev server listen on by default?", shown,
+                                FakeEmbedder())
+    quoted = statements[0][0]
+    assert quoted.startswith("server.port: ") and "**Default:** `5173`" in quoted
+    assert "Specify server port. Note if the port" in quoted and "strictPort" not in quoted
+    assert quotes[0] == (3, 8)
+
+
+def test_a_short_first_sentence_is_quoted_with_the_one_after_it() -> None:
+    text = "## Several folders\n\nYes. Give each folder its own index with `--index` and pass it on.\n"
+    statements, quotes = answer("Can I keep several docs folders apart?",
+                                [evidence("E1", text, path="faq.md", start=30)], FakeEmbedder())
+    assert statements[0][0].startswith("Yes. Give each folder") and quotes[0] == (32, 32)
+
+
+def test_a_command_heading_names_the_quote_under_it() -> None:
+    text = ("## Commands\n\n### `tool preview`\n\n"
+            "Starts a local server for the built site, not meant for production.\n")
+    statements, quotes = answer("How do I look at the built site locally?",
+                                [evidence("E1", text, path="cli.md")], FakeEmbedder())
+    assert statements[0][0].startswith("`tool preview`: Starts a local server")
+    assert quotes[0] == (3, 5)
