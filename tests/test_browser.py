@@ -356,7 +356,8 @@ def test_answers_are_rendered_as_markdown_without_markup(page, served):
     """Code fences become <pre>, lists become lists; HTML in the text stays text."""
     body = ask(page, "Which port does the HTTP API listen on by default?")
     first = body["statements"][0]
-    text = ("Start it with `rag serve`:\n\n```bash\nrag serve --port 8080\n```\n\n"
+    text = ("**Start** it with `rag serve` for _path operations_ (see *max_per_source*):\n\n"
+            "```bash\nrag serve --port 8080\n```\n\n"
             "- one <img src=x onerror=\"window.__pwned=3\">\n- [two](javascript:void)\n"
             "- [three](https://example.org/guide)")
     done = {**body, "statements": [{**first, "text": text}]}
@@ -368,6 +369,8 @@ def test_answers_are_rendered_as_markdown_without_markup(page, served):
     ask(page, "Which port does the HTTP API listen on by default?")
     assert page.text_content("#answer pre code") == "rag serve --port 8080"
     assert page.text_content("#answer p code") == "rag serve"
+    assert page.text_content("#answer p strong") == "Start"
+    assert page.locator("#answer p em").all_text_contents() == ["path operations", "max_per_source"]
     items = page.locator("#answer li").all_text_contents()
     assert items == ['one <img src=x onerror="window.__pwned=3">', "two", "three"]
     assert page.locator("#answer img").count() == 0

@@ -9,16 +9,21 @@ function mdNode(tag, text) {
   return node;
 }
 
-/** Inline Markdown: `code` spans and [links](https://...); the rest stays plain text. */
+/** Inline Markdown: `code` spans, [links](https://...), **strong** and *emphasis* (or
+ * _emphasis_, never inside a snake_case word); the rest stays plain text. */
 function inlineNodes(text) {
   const nodes = [];
-  const pattern = /`([^`\n]+)`|\[([^\]\n]+)\]\(([^)\s]+)\)/g;
+  const pattern = /`([^`\n]+)`|\[([^\]\n]+)\]\(([^)\s]+)\)|\*\*([^*\s](?:[^*\n]*[^*\s])?)\*\*|(?<![\w*])\*([^*\s](?:[^*\n]*[^*\s])?)\*(?![\w*])|(?<!\w)_([^_\s](?:[^_\n]*[^_\s])?)_(?!\w)/g;
   let last = 0;
   let match;
   while ((match = pattern.exec(text)) !== null) {
     if (match.index > last) nodes.push(document.createTextNode(text.slice(last, match.index)));
     if (match[1] !== undefined) {
       nodes.push(mdNode("code", match[1]));
+    } else if (match[4] !== undefined || match[5] !== undefined || match[6] !== undefined) {
+      const node = mdNode(match[4] !== undefined ? "strong" : "em");
+      node.append(...inlineNodes(match[4] ?? match[5] ?? match[6]));
+      nodes.push(node);
     } else if (/^https?:\/\//i.test(match[3])) {  // no javascript: or data: links
       const link = mdNode("a", match[2]);
       link.href = match[3];
