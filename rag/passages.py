@@ -354,7 +354,9 @@ def sentences(blocks: Sequence[Block]) -> list[Sentence]:
                                                          or block.after_include))
             # A short one ("...you write:") is kept only for the code it introduces.
             shows_code = b_index + 1 < len(blocks) and blocks[b_index + 1].kind == "code"
-            if (len(text.split()) < (2 if continues and shows_code else MIN_WORDS)
+            # "To install `ruff`:" is short, but the code it brings is the answer to "how".
+            leads_in = shows_code and text.endswith(":") and bool(FACT_WORD.search(text))
+            if (len(text.split()) < (2 if continues and shows_code or leads_in else MIN_WORDS)
                     or not _complete(text)
                     or (text[:1].islower() or text.startswith(("...", "…"))) and not continues):
                 continue  # a fragment, or a sentence cut short

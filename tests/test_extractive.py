@@ -644,3 +644,15 @@ def test_a_command_heading_names_the_quote_under_it() -> None:
                                 [evidence("E1", text, path="cli.md")], FakeEmbedder())
     assert statements[0][0].startswith("`tool preview`: Starts a local server")
     assert quotes[0] == (3, 5)
+
+
+def test_a_short_lead_in_naming_what_its_code_does_is_quotable() -> None:
+    # "To install `ruff`:" is three words, but the command after it answers "how".
+    text = ("## Installing tools\n\nTools used often can live in their own environment.\n\n"
+            "To install `ruff`:\n\n```console\n$ uv tool install ruff\n```\n\n"
+            "After installing `ruff`, it should be available:\n\n```console\n$ ruff --version\n```\n")
+    statements, quotes = answer("How do I install a tool like ruff?",
+                                [evidence("E1", text, path="guides/tools.md", start=160)],
+                                FakeEmbedder())
+    assert "To install `ruff`:\n```\n$ uv tool install ruff\n```" in statements[0][0]
+    assert quotes[0][0] <= 165
