@@ -95,8 +95,8 @@ NAME_REACH = 2  # the quote starts this many lines below the heading, at most
 
 def _with_heading_name(p: Passage, quote: tuple[str, tuple[int, int]],
                        ) -> tuple[str, tuple[int, int]]:
-    """A quote that opens a section named by one identifier starts with that name, and its
-    lines with the heading's."""
+    """A quote that opens a section named by one identifier starts with that name (unless
+    its first line says it), and its lines with the heading's."""
     text, lines = quote
     name = p.block.heading.split(" > ")[-1].strip()
     if p.section < 0 or not _NAME_HEADING.match(name) or name.strip("`") in text.split("\n")[0]:
