@@ -20,8 +20,9 @@ from tests.conftest import REPO
 
 FIXTURES = Path(__file__).parent / "fixtures" / "docs"
 CORPORA = [SHARED_CORPORA / "fastapi", SHARED_CORPORA / "hugo"]
-# Two more docs sets of other shapes (MkDocs, Docusaurus), kept in the repo (evals/README.md).
-EVAL_CORPORA = [REPO / "evals" / "corpora" / "pydantic", REPO / "evals" / "corpora" / "prettier"]
+# More docs sets of other shapes (MkDocs, Docusaurus, VitePress, MkDocs Material), kept in
+# the repo (evals/README.md).
+EVAL_CORPORA = [REPO / "evals" / "corpora" / name for name in ("pydantic", "prettier", "vite", "uv")]
 
 
 def words(text: str) -> int:
