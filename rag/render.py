@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from rag.inline import outside_code
 from rag.terminal import one_line as safe
 
 if TYPE_CHECKING:
@@ -56,13 +57,35 @@ def preview(quoted: Sequence[tuple[int, str]], statements: Sequence[str],
 CONTINUATION = "    "  # a statement's second and later lines (a quoted code block)
 
 
+# Markdown emphasis in quoted prose ("**FastAPI**", "*path operation*", "_package_"); an
+# underscore inside a snake_case name is no emphasis.
+_EMPHASIS = re.compile(r"\*\*([^*\s](?:[^*\n]*[^*\s])?)\*\*"
+                       r"|(?<![\w*])\*([^*\s](?:[^*\n]*[^*\s])?)\*(?![\w*])"
+                       r"|(?<!\w)_([^_\s](?:[^_\n]*[^_\s])?)_(?!\w)")
+_FENCE = re.compile(r"^\s*(`{3,}|~{3,})")
+
+
+def _unemphasised(line: str) -> str:
+    return outside_code(line, lambda prose: _EMPHASIS.sub(
+        lambda m: m.group(1) or m.group(2) or m.group(3), prose))
+
+
 def statement_lines(text: str, labels: str) -> list[Line]:
     """A statement, its labels after its last line. A quote that spans lines (a code block)
     keeps its lines, each indented by four spaces, so no line of it can pass for a line of
-    the answer's own (a citation, "Citations:"); every line is escaped as one line."""
-    first, *rest = text.split("\n")
-    out: list[Line] = [[(safe(first), "bold")]]
-    out.extend([(f"{CONTINUATION}{safe(line)}", "bold")] for line in rest)
+    the answer's own (a citation, "Citations:"); every line is escaped as one line. Prose is
+    bold, without its Markdown emphasis markers; code, between its fences, is not."""
+    out: list[Line] = []
+    fence = ""
+    for n, line in enumerate(text.split("\n")):
+        opens = _FENCE.match(line)
+        code = bool(fence) or bool(opens)
+        if opens and not fence:
+            fence = opens.group(1)
+        elif fence and line.strip().startswith(fence) and not line.strip(fence[0]).strip():
+            fence = ""
+        shown = safe(line) if code else safe(_unemphasised(line))
+        out.append([(f"{CONTINUATION if n else ''}{shown}", "" if code else "bold")])
     out[-1].append((labels, "cyan"))
     return out
 

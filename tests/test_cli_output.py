@@ -81,6 +81,23 @@ def test_a_quote_with_a_code_block_keeps_its_lines_indented(tmp_path: Path) -> N
     assert [line for line in lines if line.startswith("  [E")] == ["  [E1] ports.md:3-9 (Ports)"]
 
 
+def test_quoted_prose_is_shown_without_emphasis_marks_and_code_as_written(tmp_path: Path) -> None:
+    answer = _answer(tmp_path)
+    c = answer.citations[0]
+    quoted = ("**Tidewatch** runs each *probe* on the `max_probes` pool, see _Scheduling_:\n"
+              "```\ndef probe(*args, **kwargs):\n    return run_probe(max_probes=2)\n```\n"
+              "Each snake_case_name stays **as written**.")
+    answer = dataclasses.replace(answer, statements=(Statement(quoted, (c,)),), citations=(c,))
+    lines = plain(answer_lines(answer, tmp_path)).split("\n")
+    assert lines[:6] == [
+        "Tidewatch runs each probe on the `max_probes` pool, see Scheduling:",
+        "    ```",
+        "    def probe(*args, **kwargs):",
+        "        return run_probe(max_probes=2)",
+        "    ```",
+        "    Each snake_case_name stays as written. [E1]"]
+
+
 def test_preview_is_centred_on_the_supporting_line() -> None:
     quoted = list(enumerate([f"filler {i}" for i in range(20)], start=10))
     quoted[15] = (25, "the cache expires after ten minutes")
