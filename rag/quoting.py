@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from rag.inline import show_links
 from rag.passages import Block, Sentence
 
-MAX_CODE_LINES = 10
+MAX_CODE_LINES = 10  # non-blank lines of a code block quoted, at most
 MAX_ITEMS = 6
 CODE_WORDS = 60  # a code block or list longer than this is quoted up to here
 
@@ -44,12 +44,13 @@ def attachment(blocks: Sequence[Block], sentence: Sentence) -> list[tuple[Block,
     while j < len(blocks) and blocks[j].kind == kind and words < CODE_WORDS:
         block = blocks[j]
         if kind == "code":
-            kept = 0
-            for line in block.lines[:MAX_CODE_LINES]:
-                if words >= CODE_WORDS:
+            kept = shown = 0  # lines kept; of them, lines with something on (blank are free)
+            for line in block.lines:
+                if words >= CODE_WORDS or shown >= MAX_CODE_LINES:
                     break
                 words += len(line.split())
                 kept += 1
+                shown += bool(line.strip())
             out.append((block, kept))
             break
         if len([b for b, _ in out if b.kind == kind]) >= MAX_ITEMS:

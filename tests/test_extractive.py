@@ -656,3 +656,16 @@ def test_a_short_lead_in_naming_what_its_code_does_is_quotable() -> None:
                                 FakeEmbedder())
     assert "To install `ruff`:\n```\n$ uv tool install ruff\n```" in statements[0][0]
     assert quotes[0][0] <= 165
+
+
+def test_blank_lines_in_a_code_block_do_not_cut_it_short() -> None:
+    # A Dockerfile spaced out with blank lines: its last line is the one that answers.
+    code = "\n\n".join(["FROM python:3.14", "WORKDIR /code", "COPY ./requirements.txt /code/",
+                        "RUN pip install -r /code/requirements.txt", "COPY ./app /code/app",
+                        'CMD ["fastapi", "run", "app/main.py", "--workers", "4"]'])
+    text = ("## Several workers\n\nIn those cases, use the `--workers` option to set the number "
+            f"of worker processes:\n\n```dockerfile\n{code}\n```\n")
+    statements, quotes = answer("How do I run several worker processes in a container?",
+                                [evidence("E1", text, path="deployment/docker.md", start=490)],
+                                FakeEmbedder())
+    assert statements[0][0].endswith('"--workers", "4"]\n```') and quotes[0] == (492, 506)
