@@ -18,7 +18,7 @@ from itertools import pairwise
 from typing import TYPE_CHECKING
 
 from rag.markup import version_marker
-from rag.passages import FACT, split_sentences
+from rag.passages import FACT, NAME_HEADING, split_sentences
 from rag.questions import (
     MAX_PARTS,
     Part,
@@ -84,12 +84,6 @@ def _with_heading_fact(p: Passage, question: str,
     return f"{fact}: {text}", lines
 
 
-# A section named by one identifier or command ("## `date_from_datetime_inexact`", "###
-# `vite preview`", "## server.port", "## envPrefix"), as in reference pages: its first
-# sentence ("This error is raised when...") says what the name is, and the answer must say
-# the name.
-_NAME_HEADING = re.compile(r"^(?:`[^`]+`|--?\w[\w-]*|[A-Za-z_][\w-]*(?:\.[A-Za-z_][\w-]*)+"
-                           r"|[a-z][a-z0-9]*(?:[A-Z][a-z0-9]*)+|[a-z0-9]+(?:_[a-z0-9]+)+)$")
 NAME_REACH = 2  # the quote starts this many lines below the heading, at most
 
 
@@ -99,7 +93,7 @@ def _with_heading_name(p: Passage, quote: tuple[str, tuple[int, int]],
     its first line says it), and its lines with the heading's."""
     text, lines = quote
     name = p.block.heading.split(" > ")[-1].strip()
-    if p.section < 0 or not _NAME_HEADING.match(name) or name.strip("`") in text.split("\n")[0]:
+    if p.section < 0 or not NAME_HEADING.match(name) or name.strip("`") in text.split("\n")[0]:
         return quote
     heading_line = p.evidence.chunk.start_line + p.section
     if not 0 < lines[0] - heading_line <= NAME_REACH:

@@ -72,6 +72,12 @@ def _complete(text: str) -> bool:
 FACT = re.compile(r"\b(?:v?\d+\.\d+(?:\.\d+)?|\d{4}-\d{2}-\d{2})\b")
 MIN_WORDS = 4
 _DELIMITER_ROW = re.compile(r"\|?[ \t]*:?-+:?[ \t]*(?:\|[ \t]*:?-+:?[ \t]*)+\|?")
+# A section named by one identifier or command ("## `date_from_datetime_inexact`", "###
+# `vite preview`", "## server.port", "## envPrefix"), as in reference pages: its first
+# sentence ("This error is raised when...") says what the name is, and the answer must say
+# the name.
+NAME_HEADING = re.compile(r"^(?:`[^`]+`|--?\w[\w-]*|[A-Za-z_][\w-]*(?:\.[A-Za-z_][\w-]*)+"
+                          r"|[a-z][a-z0-9]*(?:[A-Z][a-z0-9]*)+|[a-z0-9]+(?:_[a-z0-9]+)+)$")
 FACT_WORD = re.compile(r"\d|`[^`]+`")  # a number or a code word: a short sentence's fact
 # A short item that states one value ("Default: `5173`", "Since: 0.110"), as option pages list.
 _LABELLED_FACT = re.compile(r"^([*_]{0,2})\w[\w ]*(?::\1|\1:)\s+(?:`[^`]+`|\d\S*)$")

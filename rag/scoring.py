@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from rag.passages import FACT, Block, Sentence, read_blocks, sentences
+from rag.passages import FACT, NAME_HEADING, Block, Sentence, read_blocks, sentences
 from rag.questions import Part, answer_kinds, defined_terms, query_terms, question_parts
 from rag.questions import terms as _terms
 from rag.quoting import attachment, quote
@@ -266,7 +266,8 @@ def has_kind(p: Passage, wants: frozenset[str], asked: set[str], own: bool = Fal
     by ``defines``) only counts in the passage's own sentence."""
     text = p.text if own else " ".join([p.text, *(w.text for w in p.window)])
     if "code" in wants and ("\n" in text or any(
-            not set(tokens(span)) <= asked for span in _CODE_SPAN.findall(text))):
+            not set(tokens(span)) <= asked for span in _CODE_SPAN.findall(text))
+            or _named_section(p, asked)):
         return True
     if "number" in wants and any(n not in asked for n in _NUMBER.findall(text)):
         return True
@@ -277,6 +278,14 @@ def has_kind(p: Passage, wants: frozenset[str], asked: set[str], own: bool = Fal
     if "polar" in wants and _POLAR.search(p.sentence.text if own else text):
         return True
     return "reason" in wants and bool(_REASON.search(text))
+
+
+def _named_section(p: Passage, asked: set[str]) -> bool:
+    """Whether the passage sits in a section named by an identifier the question does not
+    say ("## server.port"): on a reference page, what to set is the section's name."""
+    name = p.block.heading.rsplit(" > ", 1)[-1].strip()
+    return p.section >= 0 and bool(NAME_HEADING.match(name)) and not set(
+        tokens(name.strip("`"))) <= asked
 
 
 # "A _leaf bundle_ is a directory that...", "leaf bundle: A leaf bundle is...": a sentence

@@ -669,3 +669,17 @@ def test_blank_lines_in_a_code_block_do_not_cut_it_short() -> None:
                                 [evidence("E1", text, path="deployment/docker.md", start=490)],
                                 FakeEmbedder())
     assert statements[0][0].endswith('"--workers", "4"]\n```') and quotes[0] == (492, 506)
+
+
+def test_an_option_section_answers_how_to_change_the_option_it_names() -> None:
+    # "How do I change the port?": on a reference page the thing to set is the section's
+    # name, so its terse sentence answers before a tip elsewhere that shows some code.
+    option = ("## server.port\n\n- **Type:** `number`\n- **Default:** `5173`\n\n"
+              "Specify server port. Note if the port is already being used, the next free port "
+              "is tried.\n")
+    tip = ("## Port forwarding\n\nIf you are using port forwarding in your editor, you may need "
+           "to set the dev server host to `127.0.0.1` to make it work.\n")
+    shown = [evidence("E1", option, path="config/server-options.md", start=60),
+             evidence("E2", tip, path="guide/troubleshooting.md", start=130, score=0.8)]
+    statements, quotes = answer("How do I change the dev server port?", shown, FakeEmbedder())
+    assert statements[0][0].startswith("server.port: ") and quotes[0] == (60, 65)
