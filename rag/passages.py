@@ -77,7 +77,7 @@ _DELIMITER_ROW = re.compile(r"\|?[ \t]*:?-+:?[ \t]*(?:\|[ \t]*:?-+:?[ \t]*)+\|?"
 # sentence ("This error is raised when...") says what the name is, and the answer must say
 # the name.
 NAME_HEADING = re.compile(r"^(?:`[^`]+`|--?\w[\w-]*|[A-Za-z_][\w-]*(?:\.[A-Za-z_][\w-]*)+"
-                          r"|[a-z][a-z0-9]*(?:[A-Z][a-z0-9]*)+|[a-z0-9]+(?:_[a-z0-9]+)+)$")
+                          r"|[a-z][a-z0-9]*(?:[A-Z][a-z0-9]*)*|[a-z0-9]+(?:_[a-z0-9]+)+)$")
 FACT_WORD = re.compile(r"\d|`[^`]+`")  # a number or a code word: a short sentence's fact
 # A short item that states one value ("Default: `5173`", "Since: 0.110"), as option pages list.
 _LABELLED_FACT = re.compile(r"^([*_]{0,2})\w[\w ]*(?::\1|\1:)\s+(?:`[^`]+`|\d\S*)$")
@@ -360,8 +360,12 @@ def sentences(blocks: Sequence[Block]) -> list[Sentence]:
                                                          or block.after_include))
             # A short one ("...you write:") is kept only for the code it introduces.
             shows_code = b_index + 1 < len(blocks) and blocks[b_index + 1].kind == "code"
-            # "To install `ruff`:" is short, but the code it brings is the answer to "how".
-            leads_in = shows_code and text.endswith(":") and bool(FACT_WORD.search(text))
+            # "To install `ruff`:" or "Valid values include:" is short, but the code or list
+            # it brings is the answer ("For example:" or "JSON:" says too little to stand for
+            # the code after it).
+            brings = blocks[b_index + 1].kind if ends and b_index + 1 < len(blocks) else ""
+            leads_in = text.endswith(":") and (brings in ("code", "item") and bool(
+                FACT_WORD.search(text)) or brings == "item" and len(text.split()) >= MIN_WORDS - 1)
             if (len(text.split()) < (2 if continues and shows_code or leads_in else MIN_WORDS)
                     or not _complete(text)
                     or (text[:1].islower() or text.startswith(("...", "…"))) and not continues):

@@ -90,11 +90,11 @@ _WHEN = frozenset(stem(w) for w in ("version", "when", "since", "release", "rele
                                     "added", "introduced", "date", "changelog"))
 
 
-# "What is a leaf bundle?", "What are path operations?", "What does idempotent mean?": the
-# answer is the sentence that says what the thing is.
+# "What is a leaf bundle?", "What are path operations?", "What does idempotent mean?",
+# "What does the base option do?": the answer is the sentence that says what the thing is.
 _ASK_DEFINITION = re.compile(
     r"(?i)^\s*(?:what(?:'s|\s+is|\s+are)\s+(?:an?\s+|the\s+)?(?P<what>[^?,]+?)"
-    r"|what\s+does\s+(?P<mean>[^?,]+?)\s+mean|define\s+(?P<define>[^?,]+?))\s*\??\s*$")
+    r"|what\s+does\s+(?P<mean>[^?,]+?)\s+(?:mean|do)|define\s+(?P<define>[^?,]+?))\s*\??\s*$")
 DEFINED_WORDS = 5  # "What is X?" asks for a definition when X is a name this short
 
 

@@ -273,19 +273,40 @@ def has_kind(p: Passage, wants: frozenset[str], asked: set[str], own: bool = Fal
         return True
     if "version" in wants and any(f not in asked for f in FACT.findall(text + p.heading)):
         return True
-    if "definition" in wants and defines and defines_term(p.sentence.text, defines):
+    if "definition" in wants and defines and (defines_term(p.sentence.text, defines)
+                                              or _named_section(p, set(), defines)):
         return True
     if "polar" in wants and _POLAR.search(p.sentence.text if own else text):
         return True
     return "reason" in wants and bool(_REASON.search(text))
 
 
-def _named_section(p: Passage, asked: set[str]) -> bool:
+def _named_section(p: Passage, asked: set[str], defines: frozenset[str] = frozenset()) -> bool:
     """Whether the passage sits in a section named by an identifier the question does not
-    say ("## server.port"): on a reference page, what to set is the section's name."""
+    say ("## server.port"): on a reference page, what to set is the section's name. With
+    ``defines``: named by the thing the question asks to define ("What does the base
+    option do?" and "## base"), whose section says what it is."""
     name = p.block.heading.rsplit(" > ", 1)[-1].strip()
-    return p.section >= 0 and bool(NAME_HEADING.match(name)) and not set(
-        tokens(name.strip("`"))) <= asked
+    if p.section < 0 or not NAME_HEADING.match(name):
+        return False
+    if defines:
+        return bool(_terms(name)) and _terms(name) <= defines and _opens_section(p)
+    return not set(tokens(name.strip("`"))) <= asked
+
+
+_ITEM_LINE = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s")
+
+
+def _opens_section(p: Passage) -> bool:
+    """Whether the passage is its section's first sentence of prose (only blank lines and
+    list items, such as an option's type and default, lie between it and the heading)."""
+    lines = p.evidence.chunk.text.split("\n")
+    between = lines[p.section + 1:p.sentence.first]
+    if p.block.kind != "prose" or any(line.strip() and not _ITEM_LINE.match(line)
+                                      for line in between):
+        return False
+    opening = tokens(lines[p.sentence.first])[:2]
+    return opening == tokens(p.sentence.text)[:2]
 
 
 # "A _leaf bundle_ is a directory that...", "leaf bundle: A leaf bundle is...": a sentence

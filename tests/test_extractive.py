@@ -660,9 +660,10 @@ def test_a_short_lead_in_naming_what_its_code_does_is_quotable() -> None:
 
 def test_blank_lines_in_a_code_block_do_not_cut_it_short() -> None:
     # A Dockerfile spaced out with blank lines: its last line is the one that answers.
-    code = "\n\n".join(["FROM python:3.14", "WORKDIR /code", "COPY ./requirements.txt /code/",
-                        "RUN pip install -r /code/requirements.txt", "COPY ./app /code/app",
-                        'CMD ["fastapi", "run", "app/main.py", "--workers", "4"]'])
+    steps = ("FROM python:3.14", "WORKDIR /code", "COPY ./requirements.txt /code/",
+             "RUN pip install -r /code/requirements.txt", "COPY ./app /code/app",
+             'CMD ["fastapi", "run", "app/main.py", "--workers", "4"]')
+    code = "\n\n".join(steps)
     text = ("## Several workers\n\nIn those cases, use the `--workers` option to set the number "
             f"of worker processes:\n\n```dockerfile\n{code}\n```\n")
     statements, quotes = answer("How do I run several worker processes in a container?",
@@ -683,3 +684,22 @@ def test_an_option_section_answers_how_to_change_the_option_it_names() -> None:
              evidence("E2", tip, path="guide/troubleshooting.md", start=130, score=0.8)]
     statements, quotes = answer("How do I change the dev server port?", shown, FakeEmbedder())
     assert statements[0][0].startswith("server.port: ") and quotes[0] == (60, 65)
+
+
+def test_what_an_option_does_is_answered_from_the_top_of_its_section() -> None:
+    # "What does the base option do?": the section named `base` says what it is in its first
+    # sentence, after the type and default, and lists the values that sentence introduces.
+    text = ("## base\n\n- **Type:** `string`\n- **Default:** `/`\n- **Related:** `server.origin`\n\n"
+            "Base public path when served in development or production. Valid values include:\n\n"
+            "- Absolute URL pathname, e.g. `/foo/`\n"
+            "- Full URL, e.g. `https://bar.com/foo/` (the origin part is not used in development)\n"
+            "- Empty string or `./` (for embedded deployment)\n\n"
+            "See Public Base Path for more details.\n")
+    statements, quotes = answer("What does the base option do?",
+                                [evidence("E1", text, path="config/shared-options.md", start=14)],
+                                FakeEmbedder())
+    quoted = statements[0][0]
+    assert quoted.startswith("base: **Type:** `string`")
+    assert "Base public path when served in development or production. Valid values include:\n" \
+        "- Absolute URL pathname" in quoted
+    assert quotes[0][0] == 14

@@ -39,6 +39,8 @@ def test_what_is_x_asks_for_a_definition_of_x() -> None:
     assert answer_kinds("What is a leaf bundle?") == {"definition"}
     assert defined_terms("What's a leaf bundle") == {"leaf", "bundl"}
     assert defined_terms("What does idempotent mean?") == {"idempot"}
+    assert answer_kinds("What does the base option do?") == {"definition"}
+    assert defined_terms("What does the base option do?") == {"base", "option"}
     # A long "what is ..." asks about something else; "which" never asks for a definition.
     assert defined_terms("What is the naming scheme for environment variables that "
                          "override settings?") == frozenset()
