@@ -18,7 +18,7 @@ from itertools import pairwise
 from typing import TYPE_CHECKING
 
 from rag.markup import version_marker
-from rag.passages import FACT, NAME_HEADING, split_sentences
+from rag.passages import FACT, NAME_HEADING, is_labelled_fact, split_sentences
 from rag.questions import (
     MAX_PARTS,
     Part,
@@ -109,10 +109,12 @@ def _gap(before: str) -> str:
 
 
 def _between(prev: Passage, nxt: Passage, text: str) -> str:
-    """What goes between a quoted passage and the next: a list item is a line of its own,
-    so the paragraph after a list (or after the list, table or code a sentence brought),
-    or an item after a paragraph, starts a new line; otherwise as _gap says."""
-    item = "item" in (prev.block.kind, nxt.block.kind) and nxt.block is not prev.block
+    """What goes between a quoted passage and the next: a list item (or a value stated alone,
+    "**Default**: `None`") is a line of its own, so the paragraph after a list (or after the
+    list, table or code a sentence brought), or an item after a paragraph, starts a new
+    line; otherwise as _gap says."""
+    item = nxt.block is not prev.block and ("item" in (prev.block.kind, nxt.block.kind)
+                                             or is_labelled_fact(prev.text))
     return "\n" if item or prev.text != prev.sentence.text else _gap(text)
 
 

@@ -79,8 +79,14 @@ _DELIMITER_ROW = re.compile(r"\|?[ \t]*:?-+:?[ \t]*(?:\|[ \t]*:?-+:?[ \t]*)+\|?"
 NAME_HEADING = re.compile(r"^(?:`[^`]+`|--?\w[\w-]*|[A-Za-z_][\w-]*(?:\.[A-Za-z_][\w-]*)+"
                           r"|[a-z][a-z0-9]*(?:[A-Z][a-z0-9]*)*|[a-z0-9]+(?:_[a-z0-9]+)+)$")
 FACT_WORD = re.compile(r"\d|`[^`]+`")  # a number or a code word: a short sentence's fact
-# A short item that states one value ("Default: `5173`", "Since: 0.110"), as option pages list.
+# A short item or paragraph that states one value ("Default: `5173`", "**Type**: `boolean`",
+# "Since: 0.110"), as option pages give them.
 _LABELLED_FACT = re.compile(r"^([*_]{0,2})\w[\w ]*(?::\1|\1:)\s+(?:`[^`]+`|\d\S*)$")
+
+
+def is_labelled_fact(text: str) -> bool:
+    """Whether the text states one value under a label ("Default: `5173`")."""
+    return bool(_LABELLED_FACT.match(text.strip()))
 
 
 def is_markup_line(line: str) -> bool:
@@ -316,7 +322,7 @@ def sentences(blocks: Sequence[Block]) -> list[Sentence]:
             text = row_text(block.lines[0], block.header) if block.kind == "row" else \
                 show_links(clean_inline(_BULLET.sub("", block.lines[0]) + " "
                                         + " ".join(block.lines[1:])))
-            if len(text.split()) >= MIN_WORDS - 1 or _LABELLED_FACT.match(text.strip()):
+            if len(text.split()) >= MIN_WORDS - 1 or is_labelled_fact(text):
                 out.append(Sentence(text.strip(), block.first, block.last, b_index, True))
             continue
         starts: list[int] = []  # char offset where each line begins in the joined text
@@ -366,7 +372,10 @@ def sentences(blocks: Sequence[Block]) -> list[Sentence]:
             brings = blocks[b_index + 1].kind if ends and b_index + 1 < len(blocks) else ""
             leads_in = text.endswith(":") and (brings in ("code", "item") and bool(
                 FACT_WORD.search(text)) or brings == "item" and len(text.split()) >= MIN_WORDS - 1)
-            if (len(text.split()) < (2 if continues and shows_code or leads_in else MIN_WORDS)
+            # "**Default**: `None`" alone in its paragraph states a value, as the item would.
+            labelled = ends and n == 0 and is_labelled_fact(text)
+            if not labelled and (
+                    len(text.split()) < (2 if continues and shows_code or leads_in else MIN_WORDS)
                     or not _complete(text)
                     or (text[:1].islower() or text.startswith(("...", "…"))) and not continues):
                 continue  # a fragment, or a sentence cut short

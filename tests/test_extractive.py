@@ -703,3 +703,19 @@ def test_what_an_option_does_is_answered_from_the_top_of_its_section() -> None:
     assert "Base public path when served in development or production. Valid values include:\n" \
         "- Absolute URL pathname" in quoted
     assert quotes[0][0] == 14
+
+
+def test_a_setting_stated_in_short_paragraphs_is_quoted_with_its_name_and_values() -> None:
+    # Poetry's settings page: the type, default and environment variable are paragraphs of
+    # two or three words each, too short for sentences, and the name is in the heading.
+    text = ("### `virtualenvs.in-project`\n\n**Type**: `boolean`\n\n**Default**: `None`\n\n"
+            "**Environment Variable**: `POETRY_VIRTUALENVS_IN_PROJECT`\n\n"
+            "Create the virtualenv inside the project's root directory.\n")
+    statements, quotes = answer("How do I create the virtualenv inside the project directory?",
+                                [evidence("E1", text, path="configuration.md", start=525)],
+                                FakeEmbedder())
+    assert statements[0][0] == (
+        "`virtualenvs.in-project`: **Type**: `boolean`\n**Default**: `None`\n"
+        "**Environment Variable**: `POETRY_VIRTUALENVS_IN_PROJECT`\n"
+        "Create the virtualenv inside the project's root directory.")
+    assert quotes[0] == (525, 533)
