@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 import unicodedata
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from rag.inline import clean_inline, row_text, show_links, show_shortcodes, table_cells
 from rag.markup import (
@@ -79,6 +79,9 @@ _DELIMITER_ROW = re.compile(r"\|?[ \t]*:?-+:?[ \t]*(?:\|[ \t]*:?-+:?[ \t]*)+\|?"
 NAME_HEADING = re.compile(r"^(?:`[^`]+`|--?\w[\w-]*|[A-Za-z_][\w-]*(?:\.[A-Za-z_][\w-]*)+"
                           r"|[a-z][a-z0-9]*(?:[A-Z][a-z0-9]*)*|[a-z0-9]+(?:_[a-z0-9]+)+)$")
 FACT_WORD = re.compile(r"\d|`[^`]+`")  # a number or a code word: a short sentence's fact
+# A list item that names an option and says what it does ("* `--dev (-D)`: Add package as
+# development dependency."): an entry of its own, like a definition-list term.
+_OPTION_ITEM = re.compile(r"^\s*[-*+]\s+`--?[\w-]+[^`]*`\s*:")
 # A short item or paragraph that states one value ("Default: `5173`", "**Type**: `boolean`",
 # "Since: 0.110"), as option pages give them.
 _LABELLED_FACT = re.compile(r"^([*_]{0,2})\w[\w ]*(?::\1|\1:)\s+(?:`[^`]+`|\d\S*)$")
@@ -292,6 +295,8 @@ def read_blocks(text: str, first_line_is_file_start: bool = False) -> list[Block
                 current.append(j)
                 j += 1
             flush("item")
+            if _OPTION_ITEM.match(line) and blocks and blocks[-1].first == i:
+                blocks[-1] = replace(blocks[-1], entry=True, group=i)
             i = j
             continue
         else:

@@ -719,3 +719,15 @@ def test_a_setting_stated_in_short_paragraphs_is_quoted_with_its_name_and_values
         "**Environment Variable**: `POETRY_VIRTUALENVS_IN_PROJECT`\n"
         "Create the virtualenv inside the project's root directory.")
     assert quotes[0] == (525, 533)
+
+
+def test_an_option_in_a_list_of_options_is_quoted_alone() -> None:
+    text = ("### Options\n\n* `--group (-G)`: The group to add the dependency to.\n"
+            "* `--dev (-D)`: Add package as development dependency. (shortcut for `-G dev`)\n"
+            "* `--editable (-e)`: Add vcs/path dependencies as editable.\n"
+            "* `--optional`: Add as an optional dependency to an extra.\n")
+    statements, quotes = answer("How do I add a package as a development dependency?",
+                                [evidence("E1", text, path="cli.md", start=194)], FakeEmbedder())
+    assert statements[0][0] == ("`--dev (-D)`: Add package as development dependency. "
+                                "(shortcut for `-G dev`)")
+    assert quotes[0] == (197, 197)
