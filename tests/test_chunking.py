@@ -20,9 +20,10 @@ from tests.conftest import REPO
 
 FIXTURES = Path(__file__).parent / "fixtures" / "docs"
 CORPORA = [SHARED_CORPORA / "fastapi", SHARED_CORPORA / "hugo"]
-# More docs sets of other shapes (MkDocs, Docusaurus, VitePress, MkDocs Material), kept in
+# More docs sets of other shapes (MkDocs, Docusaurus, VitePress, MkDocs Material, Hugo), kept in
 # the repo (evals/README.md).
-EVAL_CORPORA = [REPO / "evals" / "corpora" / name for name in ("pydantic", "prettier", "vite", "uv")]
+EVAL_CORPORA = [REPO / "evals" / "corpora" / name
+                for name in ("pydantic", "prettier", "vite", "uv", "poetry")]
 
 
 def words(text: str) -> int:
