@@ -108,6 +108,27 @@ def _unquote(line: str) -> str:
     return _ALERT.sub("", rest, count=1)
 
 
+def _unquoted(lines: Sequence[str]) -> list[str]:
+    """The lines without blockquote markers, except inside a code block opened outside a
+    blockquote: there ">>> x" is a Python prompt, not a quote."""
+    out: list[str] = []
+    fence, quoted = "", False  # the open fence's marker, and whether it sits in a quote
+    for line in lines:
+        if fence and not quoted:
+            out.append(line)
+            if line.strip().startswith(fence):
+                fence = ""
+            continue
+        shown = _unquote(line)
+        out.append(shown)
+        opens = ANY_FENCE.match(shown)
+        if fence and shown.strip().startswith(fence):
+            fence = ""
+        elif not fence and opens:
+            fence, quoted = opens.group(1)[0] * 3, shown != line
+    return out
+
+
 @dataclass(frozen=True)
 class Block:
     """A unit of a chunk: kind is prose, item, row or code; lines are 0-based in the chunk."""
@@ -171,7 +192,7 @@ def _table_rows(raw: Sequence[str]) -> set[int]:
 
 def read_blocks(text: str, first_line_is_file_start: bool = False) -> list[Block]:
     """Blocks of a chunk's Markdown in order; markup lines and headings are not blocks."""
-    raw = [show_shortcodes(_unquote(line)) for line in text.split("\n")]
+    raw = [show_shortcodes(line) for line in _unquoted(text.split("\n"))]
     rows = _table_rows(raw)
     blocks: list[Block] = []
     stack: list[tuple[int, str, int]] = []  # (level, text, line) of the open headings

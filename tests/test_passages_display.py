@@ -165,3 +165,20 @@ def test_an_inline_shortcode_shows_as_a_reader_takes_it_and_keeps_its_list_item(
 def test_pathological_lines_are_read_into_quotes_quickly(unit: str, prefix: str) -> None:
     text = "An opening sentence that reads fine.\n\n" + prefix + unit * 20_000 + "\n"
     assert split_sentences(text)[0] == "An opening sentence that reads fine."
+
+
+def test_python_prompts_in_a_code_block_are_kept_and_a_quoted_block_is_unquoted() -> None:
+    # ">>> " opens a line of a Python session, not a blockquote; a code block inside a
+    # blockquote loses the quote's markers.
+    text = ("## Uploads\n\nTo send form fields with the file, use the `data=...` parameter:\n\n"
+            "```pycon\n>>> data = {'message': 'Hello'}\n>>> r = httpx.post(url, data=data)\n```\n\n"
+            "## Raw bytes\n\n> To send raw bytes instead, pass them as `content=...` like so:\n>\n"
+            "> ```python\n> r = httpx.post(url, content=b'raw')\n> ```\n")
+    shown = [evidence("E1", text, path="quickstart.md", start=200)]
+    statements, _ = answer("How do I send form fields with the file?", shown, FakeEmbedder())
+    assert statements[0][0] == ("To send form fields with the file, use the `data=...` parameter:\n"
+                                "```\n>>> data = {'message': 'Hello'}\n"
+                                ">>> r = httpx.post(url, data=data)\n```")
+    statements, _ = answer("How do I send raw bytes?", shown, FakeEmbedder())
+    assert statements[0][0] == ("To send raw bytes instead, pass them as `content=...` like so:\n"
+                                "```\nr = httpx.post(url, content=b'raw')\n```")
