@@ -72,12 +72,16 @@ def _complete(text: str) -> bool:
 FACT = re.compile(r"\b(?:v?\d+\.\d+(?:\.\d+)?|\d{4}-\d{2}-\d{2})\b")
 MIN_WORDS = 4
 _DELIMITER_ROW = re.compile(r"\|?[ \t]*:?-+:?[ \t]*(?:\|[ \t]*:?-+:?[ \t]*)+\|?")
-# A section named by one identifier or command ("## `date_from_datetime_inexact`", "###
-# `vite preview`", "## server.port", "## envPrefix"), as in reference pages: its first
+# A section named by one identifier, flag or command ("## `date_from_datetime_inexact`", "###
+# `vite preview`", "## server.port", "## envPrefix", "### --save-dev, -D"), as in reference
+# pages: its first
 # sentence ("This error is raised when...") says what the name is, and the answer must say
 # the name.
-NAME_HEADING = re.compile(r"^(?:`[^`]+`|--?\w[\w-]*|[A-Za-z_][\w-]*(?:\.[A-Za-z_][\w-]*)+"
-                          r"|[a-z][a-z0-9]*(?:[A-Z][a-z0-9]*)*|[a-z0-9]+(?:_[a-z0-9]+)+)$")
+NAME_HEADING = re.compile(r"^(?:`[^`]+`"
+                          r"|--?\w[\w-]*(?:,?\s+(?:--?\w[\w-]*|<[^<>]+>))*"  # --save-dev, -D
+                          r"|[A-Za-z_][\w-]*(?:\.[A-Za-z_][\w-]*)+"  # server.port
+                          r"|[a-z][a-z0-9]*(?:[A-Z][a-z0-9]*)*"  # base, envPrefix
+                          r"|[a-z0-9]+(?:_[a-z0-9]+)+)$")  # max_tokens
 FACT_WORD = re.compile(r"\d|`[^`]+`")  # a number or a code word: a short sentence's fact
 # A list item that names an option and says what it does ("* `--dev (-D)`: Add package as
 # development dependency."): an entry of its own, like a definition-list term.

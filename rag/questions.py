@@ -56,10 +56,22 @@ def query_terms(text: str) -> list[str]:
 def terms(text: str) -> set[str]:
     """Stemmed content words of any text, as the question's are stemmed; a code identifier
     also counts as the words it is named by, as lexical search counts it
-    (``response_model_exclude_unset``: response, model, exclude, unset), so a passage that
+    (``response_model_exclude_unset``: response, model, exclude, unset; ``devDependencies``:
+    dev, dependencies), so a passage that
     names the setting matches a question that asks in words. A question's own identifiers
     stay whole (query_terms): it names the exact thing, not its words."""
-    return {s for t in tokens(text) if t not in STOPWORDS for s in _stems(t) + _word_parts(t)}
+    found = {s for t in tokens(text) if t not in STOPWORDS for s in _stems(t) + _word_parts(t)}
+    return found | _camel_parts(text) if _CAMEL.search(text) else found
+
+
+# A camelCase identifier (devDependencies, envPrefix, TemplateResponse), read as its words.
+_CAMEL = re.compile(r"\b[A-Za-z][a-z0-9]+(?:[A-Z][a-z0-9]+)+\b")
+_HUMP = re.compile(r"[A-Z]?[a-z0-9]+")
+
+
+def _camel_parts(text: str) -> set[str]:
+    return {stem(h) for name in _CAMEL.findall(text) for h in map(str.lower, _HUMP.findall(name))
+            if len(h) > 1 and h not in STOPWORDS}
 
 
 def _word_parts(tok: str) -> list[str]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from rag.questions import answer_kinds, defined_terms, query_terms, question_parts, terms
+from rag.text import stem
 
 
 def test_a_question_in_two_parts_is_split_at_and_which() -> None:
@@ -76,3 +77,10 @@ def test_a_qualified_name_also_asks_for_the_attribute_it_ends_in() -> None:
     for question, word in [("Where does main.py go?", "py"), ("What changed in 0.108.0?", "0"),
                            ("Is config.json read?", "json"), ("See docs.python.org/3/", "org")]:
         assert word not in query_terms(question)
+
+
+def test_a_camel_case_name_also_counts_as_its_words() -> None:
+    found = terms("Install the packages as `devDependencies` or set `envPrefix`.")
+    assert {"dev", stem("dependencies"), "env", stem("prefix")} <= found
+    assert {"dev", stem("dependencies")} & terms("Install the packages as dependencies.") == {
+        stem("dependencies")}
