@@ -47,7 +47,10 @@ def _entity(match: re.Match[str]) -> str:
 # --- escapes, tags and links ------------------------------------------------------------------
 
 # Inline links show their text: [text](url), [text][ref], [text][] and Hugo's [term](g).
-_INLINE_LINK = re.compile(r"(?<![!\\])\[([^\[\]\n]+)\](?:\([^()\s]*(?:\s+\"[^\"]*\")?\)|\[[^\[\]\n]*\])")
+# Its text may hold a code span with brackets: "[`[project.scripts]`](url)". An image
+# ("![logo](logo.png)") keeps its markup.
+_INLINE_LINK = re.compile(r"(?<![!\\])\[((?:`[^`\n]*`|[^\[\]\n`])+)\]"
+                          r"(?:\([^()\s]*(?:\s+\"[^\"]*\")?\)|\[[^\[\]\n]*\])")
 _CELL_SPLIT = re.compile(r"(?<!\\)\|")  # a pipe, unless escaped (GFM: "\|" inside a cell)
 _ESCAPE = re.compile(r"\\([!-/:-@\[-`{-~])")  # a Markdown backslash escape
 
@@ -102,7 +105,9 @@ def show_links(text: str) -> str:
     "<"), as the rendered page shows them."""
     text = prose_escapes(text)
     if "](" in text or "][" in text:
-        text = _INLINE_LINK.sub(r"\1", text)
+        spans = [m.span() for m in CODE_SPAN.finditer(text)] if "`" in text else []
+        text = _INLINE_LINK.sub(lambda m: m.group(0) if any(  # "`[x](y)`" is code, kept
+            a < m.start() < b for a, b in spans) else m.group(1), text)
     return outside_code(text, lambda prose: _SHORTCUT_LINK.sub(r"\1", prose)) \
         if "[" in text else text
 
