@@ -59,8 +59,9 @@ def test_inline_links_show_their_text() -> None:
 def test_a_link_whose_text_is_code_with_brackets_shows_that_code() -> None:
     text = ("Entry points are declared in the [`[project.entry-points]`](https://packaging.org/ep) "
             "table; `[x](y)` written as code stays as it is.\n")
-    assert split_sentences(text) == ["Entry points are declared in the `[project.entry-points]` "
-                                     "table; `[x](y)` written as code stays as it is."]
+    shown = ("Entry points are declared in the `[project.entry-points]` table; `[x](y)` "
+             "written as code stays as it is.")
+    assert split_sentences(text) == [shown]
 
 
 def test_a_table_without_leading_pipes_is_read_as_rows() -> None:
