@@ -356,7 +356,8 @@ def test_answers_are_rendered_as_markdown_without_markup(page, served):
     """Code fences become <pre>, lists become lists; HTML in the text stays text."""
     body = ask(page, "Which port does the HTTP API listen on by default?")
     first = body["statements"][0]
-    text = ("**Start** it with `rag serve` for _path operations_ (see *max_per_source*):\n\n"
+    text = ("**Type**: `int`\n**Default**: `8080`\n\n"
+            "**Start** it with `rag serve` for _path operations_ (see *max_per_source*):\n\n"
             "```bash\nrag serve --port 8080\n```\n\n"
             "- one <img src=x onerror=\"window.__pwned=3\">\n- [two](javascript:void)\n"
             "- [three](https://example.org/guide)")
@@ -368,8 +369,9 @@ def test_answers_are_rendered_as_markdown_without_markup(page, served):
         status=200, content_type="text/event-stream", body=stream))
     ask(page, "Which port does the HTTP API listen on by default?")
     assert page.text_content("#answer pre code") == "rag serve --port 8080"
-    assert page.text_content("#answer p code") == "rag serve"
-    assert page.text_content("#answer p strong") == "Start"
+    assert page.locator("#answer p code").all_text_contents() == ["int", "8080", "rag serve"]
+    assert page.locator("#answer p strong").all_text_contents() == ["Type", "Default", "Start"]
+    assert page.locator("#answer p").first.inner_text() == "Type: int\nDefault: 8080"
     assert page.locator("#answer p em").all_text_contents() == ["path operations", "max_per_source"]
     items = page.locator("#answer li").all_text_contents()
     assert items == ['one <img src=x onerror="window.__pwned=3">', "two", "three"]

@@ -74,14 +74,17 @@ function markdownNodes(text) {
       blocks.push(list);
       continue;
     }
-    const words = [];
+    const rows = [];  // an answer breaks a line where the docs did: each row stays a line
     for (; i < lines.length && lines[i].trim() && !FENCE.test(lines[i]) && !ITEM.test(lines[i]);
       i += 1) {
-      words.push(lines[i].trim());
+      rows.push(lines[i].trim());
     }
-    if (words.length) {
+    if (rows.length) {
       const para = mdNode("p");
-      para.append(...inlineNodes(words.join(" ")));
+      rows.forEach((row, n) => {
+        if (n) para.append(document.createElement("br"));
+        para.append(...inlineNodes(row));
+      });
       blocks.push(para);
     } else {
       i += 1;  // a blank line
