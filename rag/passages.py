@@ -72,11 +72,10 @@ def _complete(text: str) -> bool:
 FACT = re.compile(r"\b(?:v?\d+\.\d+(?:\.\d+)?|\d{4}-\d{2}-\d{2})\b")
 MIN_WORDS = 4
 _DELIMITER_ROW = re.compile(r"\|?[ \t]*:?-+:?[ \t]*(?:\|[ \t]*:?-+:?[ \t]*)+\|?")
-# A section named by one identifier, flag or command ("## `date_from_datetime_inexact`", "###
-# `vite preview`", "## server.port", "## envPrefix", "### --save-dev, -D"), as in reference
-# pages: its first
-# sentence ("This error is raised when...") says what the name is, and the answer must say
-# the name.
+# A section named by one identifier, flag or command ("## `date_from_datetime_inexact`",
+# "### `vite preview`", "## server.port", "## envPrefix", "### --save-dev, -D"), as in
+# reference pages: its first sentence ("This error is raised when...") says what the name
+# is, and the answer must say the name.
 NAME_HEADING = re.compile(r"^(?:`[^`]+`"
                           r"|--?\w[\w-]*(?:,?\s+(?:--?\w[\w-]*|<[^<>]+>))*"  # --save-dev, -D
                           r"|[A-Za-z_][\w-]*(?:\.[A-Za-z_][\w-]*)+"  # server.port

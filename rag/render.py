@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from rag.inline import outside_code
+from rag.markup import ANY_FENCE
 from rag.terminal import one_line as safe
 
 if TYPE_CHECKING:
@@ -62,7 +63,6 @@ CONTINUATION = "    "  # a statement's second and later lines (a quoted code blo
 _EMPHASIS = re.compile(r"\*\*([^*\s](?:[^*\n]*[^*\s])?)\*\*"
                        r"|(?<![\w*])\*([^*\s](?:[^*\n]*[^*\s])?)\*(?![\w*])"
                        r"|(?<!\w)_([^_\s](?:[^_\n]*[^_\s])?)_(?!\w)")
-_FENCE = re.compile(r"^\s*(`{3,}|~{3,})")
 
 
 def _unemphasised(line: str) -> str:
@@ -78,7 +78,7 @@ def statement_lines(text: str, labels: str) -> list[Line]:
     out: list[Line] = []
     fence = ""
     for n, line in enumerate(text.split("\n")):
-        opens = _FENCE.match(line)
+        opens = ANY_FENCE.match(line)
         code = bool(fence) or bool(opens)
         if opens and not fence:
             fence = opens.group(1)
