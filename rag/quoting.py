@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from rag.inline import show_links
+from rag.inline import clean_inline, show_links
 from rag.passages import Block, Sentence
 
 MAX_CODE_LINES = 10  # non-blank lines of a code block quoted, at most
@@ -86,7 +86,7 @@ def quote(sentence: Sentence, attached: list[tuple[Block, int]]) -> tuple[str, i
             last = block.first + len(body)  # the opening fence is block.first
             if kept >= len(block.lines):
                 last = block.last
-        else:
-            parts.append(show_links(" ".join(block.lines)))
+        else:  # a list item or table row as the page shows its text (entities, tags, links)
+            parts.append(show_links(clean_inline(" ".join(block.lines))))
             last = block.last
     return "\n".join(parts), last

@@ -191,3 +191,15 @@ def test_python_prompts_in_a_code_block_are_kept_and_a_quoted_block_is_unquoted(
     statements, _ = answer("How do I send raw bytes?", shown, FakeEmbedder())
     assert statements[0][0] == ("To send raw bytes instead, pass them as `content=...` like so:\n"
                                 "```\nr = httpx.post(url, content=b'raw')\n```")
+
+
+def test_a_list_a_sentence_brings_reads_like_the_page() -> None:
+    text = ("## Usage data\n\nWe count three kinds of usage in the docs traffic:\n\n"
+            "* Referring traffic from an internal domain &mdash; no referrer names kept.\n"
+            "* Visits from a <b>public</b> search engine.\n")
+    statements, _ = answer("What kinds of usage are counted in the docs traffic?",
+                           [evidence("E1", text, path="why.md")], FakeEmbedder())
+    assert statements[0][0] == (
+        "We count three kinds of usage in the docs traffic:\n"
+        "* Referring traffic from an internal domain \u2014 no referrer names kept.\n"
+        "* Visits from a public search engine.")
