@@ -361,7 +361,8 @@ def test_answers_are_rendered_as_markdown_without_markup(page, served):
             "```bash\nrag serve --port 8080\n```\n\n"
             "- one <img src=x onerror=\"window.__pwned=3\">\n- [two](javascript:void)\n"
             "- [three](https://example.org/guide)")
-    done = {**body, "statements": [{**first, "text": text}]}
+    cites = [{**c, "heading": "Server > `--port` <b>bold</b>"} for c in body["citations"]]
+    done = {**body, "statements": [{**first, "text": text}], "citations": cites}
     stream = "".join(f"event: {kind}\ndata: {json.dumps(data)}\n\n" for kind, data in (
         ("hits", {"hits": body["evidence"]}), ("evidence", {"evidence": body["evidence"]}),
         ("statement", done["statements"][0]), ("done", done)))
@@ -379,6 +380,9 @@ def test_answers_are_rendered_as_markdown_without_markup(page, served):
     links = page.locator("#answer a")  # a web link only: no javascript: link
     assert links.count() == 1 and links.get_attribute("href") == "https://example.org/guide"
     assert page.evaluate("window.__pwned") is None
+    # a heading beside its chip shows its code names as code, and its markup as text
+    assert page.locator("#chips .heading-inline code").first.text_content() == "--port"
+    assert "<b>bold</b>" in page.text_content("#chips") and page.locator("#chips b").count() == 0
     page.locator("#answer .chip").first.click()  # the chips still open the cited lines
     page.wait_for_selector("#viewer:not([hidden])")
     assert page.text_content("#index-version") not in page.text_content("#index-info")

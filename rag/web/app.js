@@ -27,6 +27,13 @@ function el(tag, className, text) {
   return node;
 }
 
+/** A heading path beside a chip, its `code` names shown as code (text nodes only). */
+function headingNode(heading) {
+  const node = el("span", "muted heading-inline");
+  node.append(...inlineNodes(heading));
+  return node;
+}
+
 function show(id, visible) {
   $(id).hidden = !visible;
 }
@@ -189,7 +196,7 @@ function renderAnswer(data) {
   for (const item of closest) {
     const row = el("li");
     row.append(citationChip(passageAsCitation(item), showLines));
-    if (item.heading) row.append(el("span", "muted heading-inline", item.heading));
+    if (item.heading) row.append(headingNode(item.heading));
     $("closest").append(row);
   }
   show("closest-section", closest.length > 0);
@@ -197,7 +204,7 @@ function renderAnswer(data) {
   for (const citation of data.citations || []) {
     const wrap = el("div", "source");
     wrap.append(citationChip(citation, showLines));
-    if (citation.heading) wrap.append(el("span", "muted heading-inline", citation.heading));
+    if (citation.heading) wrap.append(headingNode(citation.heading));
     $("chips").append(wrap);
   }
   show("sources-section", (data.citations || []).length > 0);
