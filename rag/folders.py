@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 from rag import store
 from rag.config import DEFAULT_INDEX, Settings
 from rag.errors import IndexBusyError, IndexingError, RagError
+from rag.paths import user_cache
 
 if TYPE_CHECKING:
     from rag.embedding import Embedder
@@ -30,8 +31,7 @@ BUSY_WAIT_S = 600.0  # how long to wait for another process that is indexing the
 
 
 def cache_root() -> Path:
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "rag" / "indexes"
+    return user_cache() / "indexes"
 
 
 def _shape(settings: Settings) -> dict[str, object]:

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Self
 
 from rag.errors import ConfigError, GenerationError
+from rag.paths import user_cache
 
 if TYPE_CHECKING:
     from rag.config import GenerationSettings, Settings
@@ -70,8 +71,7 @@ def model_to_run(settings: GenerationSettings) -> str:
 
 def state_path() -> Path:
     """Where `rag serve-model` records the server it keeps running."""
-    cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(cache) / "rag" / "serve-model.json"
+    return user_cache() / "serve-model.json"
 
 
 def free_cores() -> int:

@@ -19,6 +19,8 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+from rag.paths import user_cache
+
 __all__ = ["fast_copy", "model_cache", "runnable_model"]
 
 # Q4_0 stores 18 bytes per 32 weights where Q4_1 stores 20, and the rest is copied as it
@@ -28,9 +30,8 @@ MIN_COPY_SHARE = 0.85
 
 
 def model_cache() -> Path:
-    """Where converted model files are kept (XDG cache, ``rag/models``)."""
-    cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(cache) / "rag" / "models"
+    """Where converted model files are kept (the user cache's ``models``)."""
+    return user_cache() / "models"
 
 
 def fast_copy(source: str | Path, cache: Path | None = None,

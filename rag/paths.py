@@ -23,6 +23,7 @@ Every check raises AccessError whose message is one line that names the offendin
 
 from __future__ import annotations
 
+import os
 from pathlib import Path, PurePosixPath
 
 from rag.errors import AccessError
@@ -91,3 +92,9 @@ def follow_link(link: Path, real_root: Path, name: str | None = None) -> Path:
 def real_relative(path: Path, real_root: Path) -> str:
     """The Source path of a file: its real location relative to the (resolved) docs root."""
     return path.resolve().relative_to(real_root).as_posix()
+
+
+def user_cache() -> Path:
+    """The project's folder in the user's cache (``$XDG_CACHE_HOME/rag``, else
+    ``~/.cache/rag``): cached indexes, the local model's copy, the model server's record."""
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "rag"
