@@ -33,7 +33,7 @@ from rag.markup import (
 # more spaces, then what it does ("  -D, --buildDrafts   include content marked as draft").
 _OPTION = re.compile(r"^\s*(?:-\w,\s+)?--?[\w][\w.-]*(?:[ =][\w<>\[\]|.-]+)?\s{2,}\S")
 MIN_OPTIONS = 3
-_BULLET = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s+")
+BULLET = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s+")  # a list item's marker
 _HEADING = re.compile(r"^#{1,6}\s+(.*?)\s*(?:\{\s*#[^}]*\})?\s*#*\s*$")
 _ANCHOR = re.compile(r"\s*\{\s*#[^}]*\}")
 # Lines that are docs-generator markup, not content: admonition and tab markers (/// note,
@@ -309,12 +309,12 @@ def read_blocks(text: str, first_line_is_file_start: bool = False) -> list[Block
                 flush("row")
             i += 1
             continue
-        elif _BULLET.match(line):
+        elif BULLET.match(line):
             flush()
             current.append(i)
             j = i + 1  # continuation lines of the item (indented, not a new item)
             while (j < len(raw) and raw[j].strip() and raw[j][:1].isspace()
-                   and not _BULLET.match(raw[j]) and not ANY_FENCE.match(raw[j])
+                   and not BULLET.match(raw[j]) and not ANY_FENCE.match(raw[j])
                    and not is_markup_line(raw[j])):
                 current.append(j)
                 j += 1
@@ -349,7 +349,7 @@ def sentences(blocks: Sequence[Block]) -> list[Sentence]:
             continue
         if block.kind != "prose":
             text = row_text(block.lines[0], block.header) if block.kind == "row" else \
-                show_links(clean_inline(_BULLET.sub("", block.lines[0]) + " "
+                show_links(clean_inline(BULLET.sub("", block.lines[0]) + " "
                                         + " ".join(block.lines[1:])))
             if len(text.split()) >= MIN_WORDS - 1 or is_labelled_fact(text):
                 out.append(Sentence(text.strip(), block.first, block.last, b_index, True))
