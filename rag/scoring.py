@@ -18,7 +18,16 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from rag.passages import BULLET, FACT, NAME_HEADING, Block, Sentence, read_blocks, sentences
+from rag.passages import (
+    BULLET,
+    FACT,
+    NAME_HEADING,
+    Block,
+    Sentence,
+    is_labelled_fact,
+    read_blocks,
+    sentences,
+)
 from rag.questions import Part, answer_kinds, defined_terms, query_terms, question_parts
 from rag.questions import terms as _terms
 from rag.quoting import attachment, quote
@@ -295,12 +304,13 @@ def _named_section(p: Passage, asked: set[str], defines: frozenset[str] = frozen
 
 
 def _opens_section(p: Passage) -> bool:
-    """Whether the passage is its section's first sentence of prose (only blank lines and
-    list items, such as an option's type and default, lie between it and the heading)."""
+    """Whether the passage is its section's first sentence of prose (only blank lines, list
+    items and values stated alone, such as an option's type and default, lie between it and
+    the heading)."""
     lines = p.evidence.chunk.text.split("\n")
     between = lines[p.section + 1:p.sentence.first]
     if p.block.kind != "prose" or any(line.strip() and not BULLET.match(line)
-                                      for line in between):
+                                      and not is_labelled_fact(line) for line in between):
         return False
     opening = tokens(lines[p.sentence.first])[:2]
     return opening == tokens(p.sentence.text)[:2]

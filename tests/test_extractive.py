@@ -6,6 +6,7 @@ from rag.embedding import FakeEmbedder
 from rag.extractive import ExtractiveGenerator, answer_kinds, split_sentences
 from rag.passages import read_blocks
 from rag.records import Chunk, Evidence, SearchHit
+from rag.scoring import PassageScorer
 
 
 def evidence(label: str, text: str, *, path: str = "guide/server.md", start: int = 1,
@@ -731,3 +732,16 @@ def test_an_option_in_a_list_of_options_is_quoted_alone() -> None:
     assert statements[0][0] == ("`--dev (-D)`: Add package as development dependency. "
                                 "(shortcut for `-G dev`)")
     assert quotes[0] == (197, 197)
+
+
+def test_a_settings_first_sentence_after_values_stated_as_paragraphs_is_its_definition() -> None:
+    # As with list items: "**Type**: `boolean`" paragraphs before the first sentence do not
+    # keep that sentence from saying what the setting named by the heading is.
+    text = ("### `virtualenvs.in-project`\n\n**Type**: `boolean`\n\n**Default**: `None`\n\n"
+            "Create the virtualenv inside the project's root directory.\n\n"
+            "See Virtualenvs for more details.\n")
+    found = PassageScorer().passages("What does the virtualenvs.in-project setting do?",
+                                     [evidence("E1", text, path="configuration.md", start=525)])
+    kinds = {p.sentence.text: p.kind_match for p in found}
+    assert kinds["Create the virtualenv inside the project's root directory."] == 1.0
+    assert kinds["See Virtualenvs for more details."] == 0.0
