@@ -399,8 +399,10 @@ def sentences(blocks: Sequence[Block]) -> list[Sentence]:
             # it brings is the answer ("For example:" or "JSON:" says too little to stand for
             # the code after it).
             brings = blocks[b_index + 1].kind if ends and b_index + 1 < len(blocks) else ""
-            leads_in = text.endswith(":") and (brings in ("code", "item") and bool(
-                FACT_WORD.search(text)) or brings == "item" and len(text.split()) >= MIN_WORDS - 1)
+            names_it = bool(FACT_WORD.search(text))  # a code word or number
+            leads_in = text.endswith(":") and (
+                (brings == "code" and names_it)
+                or (brings == "item" and (names_it or len(text.split()) >= MIN_WORDS - 1)))
             # "**Default**: `None`" alone in its paragraph states a value, as the item would.
             labelled = ends and n == 0 and is_labelled_fact(text)
             if not labelled and (
