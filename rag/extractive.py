@@ -154,10 +154,12 @@ def _overlaps_chosen(p: Passage, chosen: Sequence[Passage]) -> bool:
 
 def _answer_to_part(index: int, part: Part, usable: Sequence[Passage],
                     chosen: Sequence[Passage], taken: Sequence[Passage], covered: set[str],
-                    best: Passage, words: int) -> Passage | None:
+                    best: Passage, words: int, dated: bool) -> Passage | None:
     """The passage that best answers one part of the question, if the quotes so far do not
-    and one answers it well enough to quote; None otherwise."""
-    if len(chosen) >= MAX_PARTS or share(part.terms, covered, best.idf) >= PART_COVERED:
+    and one answers it well enough to quote; None otherwise. A part asking which version
+    is answered once a quote names one (``dated``)."""
+    if len(chosen) >= MAX_PARTS or share(part.terms, covered, best.idf) >= PART_COVERED \
+            or dated and "version" in part.kinds:
         return None
     found = [p for p in usable if len(p.parts) > index and p.parts[index] >= PART_MATCH
              and p.answer >= PART_FLOOR * best.answer and words + p.words <= ANSWER_WORDS
@@ -259,9 +261,13 @@ def choose(question: str, passages: Sequence[Passage]) -> list[Quote]:
     covered = best.terms.union(*(w.terms for w in [*best.window, *lead])) | best.heading_terms
     best_text, (_, best_end), best_words = _window_quote(best)
     words = best_words + sum(q.words for q in lead)
+    asked_facts = set(FACT.findall(question))
+    dated = any(f not in asked_facts for f in FACT.findall(" ".join(
+        [_with_heading_fact(best, question, (best_text, best.lines))[0],
+         *(q.text for q in lead)])))
     for index, part in enumerate(parts):
         p = _answer_to_part(index, part, usable, chosen, [*chosen, *lead], covered, best,
-                            words)
+                            words, dated)
         if p is not None:
             chosen.append(p)
             covered |= p.terms.union(*(w.terms for w in p.window))

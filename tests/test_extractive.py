@@ -745,3 +745,15 @@ def test_a_settings_first_sentence_after_values_stated_as_paragraphs_is_its_defi
     kinds = {p.sentence.text: p.kind_match for p in found}
     assert kinds["Create the virtualenv inside the project's root directory."] == 1.0
     assert kinds["See Virtualenvs for more details."] == 0.0
+
+
+def test_a_part_asking_which_version_is_answered_once_a_quote_names_one() -> None:
+    page = "Webhooks are available from version 3.1.0 on."
+    note = "You need a newer version to document outgoing webhooks in the docs."
+    shown = [evidence("E1", f"## Outgoing webhook versions\n\n{page}",
+                      path="advanced/webhooks.md", score=0.9),
+             evidence("E2", f"## Docs\n\n{note}", path="how-to/docs.md", score=0.8)]
+    question = ("Which version do I need to document outgoing webhooks, and how do I "
+                "declare one?")
+    statements, _ = answer(question, shown, FakeEmbedder())
+    assert statements == [(page, ["E1"])]
