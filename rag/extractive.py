@@ -139,6 +139,11 @@ def _window_quote(p: Passage, limit: int = WINDOW_WORDS, stop: int = 0,
     return text, (p.lines[0], taken[-1].lines[1]), word_count(text)
 
 
+
+def run_on_lines(p: Passage) -> tuple[int, int]:
+    """The file lines a first quote of the passage covers, run on through its window."""
+    return _window_quote(p)[1]
+
 # A question in parts ("Where are its docs, and will its startup code run?") gets a quote
 # for each part that the first quote leaves unanswered.
 PART_COVERED = 0.6  # a part whose words (idf-weighted) the quotes hold this much is answered
@@ -226,6 +231,31 @@ _ALTERNATIVE = re.compile(r"(?i)^(?:of\s+course,?\s+|but\s+|and\s+)?(?:you|we)\s
 ALTERNATIVE_SHARE = 0.8  # of its score that such a sentence keeps as the first quote
 
 
+def first_candidates(question: str, passages: Sequence[Passage],
+                     ) -> tuple[list[Passage], list[Passage]]:
+    """The quotable passages, best first, and those of them the first quote is chosen from.
+
+    The first quote weighs where its chunk ranked; further ones only need to match. For a
+    question in parts it must answer one of them: a passage that matches the whole
+    question's words but no part of it well answers nothing."""
+    usable = sorted((p for p in passages if p.words <= MAX_PASSAGE_WORDS and p.score > 0
+                     and not p.sentence.continues),  # "...you write:" only runs on a quote
+                    key=lambda p: (-p.answer, p.rank, p.lines[0]))
+    parts = question_parts(question)
+    tops = [max(p.parts[i] if len(p.parts) > i else 0.0 for p in usable)
+            for i in range(len(parts))] if usable else []
+    first = [p for p in usable if any(len(p.parts) > i and p.parts[i] >= FIRST_PART_SHARE * top > 0
+                                      for i, top in enumerate(tops))] or usable
+    return usable, first
+
+
+def first_score(p: Passage) -> float:
+    """What the first quote is chosen by: how well it answers, times how far search trusts
+    its chunk (less for a sentence offering another way)."""
+    return p.answer * p.place * (ALTERNATIVE_SHARE if _ALTERNATIVE.match(p.sentence.text)
+                                 else 1.0)
+
+
 def choose(question: str, passages: Sequence[Passage]) -> list[Quote]:
     """The best passage run on through its section (for a question in parts, one that
     answers some part); then a quote for each part of a question in parts that it leaves
@@ -233,22 +263,12 @@ def choose(question: str, passages: Sequence[Passage]) -> list[Quote]:
     of the next section on the page; then, while there is room, one more from another page
     that scores nearly as well and covers question words the first did not. Adjacent quotes
     of one chunk merge."""
-    usable = sorted((p for p in passages if p.words <= MAX_PASSAGE_WORDS and p.score > 0
-                     and not p.sentence.continues),  # "...you write:" only runs on a quote
-                    key=lambda p: (-p.answer, p.rank, p.lines[0]))
+    usable, first = first_candidates(question, passages)
     if not usable:
         return []
     query = set(query_terms(question))
-    # The first quote weighs where its chunk ranked; further ones only need to match. For
-    # a question in parts it must answer one of them: a passage that matches the whole
-    # question's words but no part of it well answers nothing.
     parts = question_parts(question)
-    tops = [max(p.parts[i] if len(p.parts) > i else 0.0 for p in usable)
-            for i in range(len(parts))]
-    first = [p for p in usable if any(len(p.parts) > i and p.parts[i] >= FIRST_PART_SHARE * top > 0
-                                      for i, top in enumerate(tops))] or usable
-    best = max(first, key=lambda p: p.answer * p.place * (
-        ALTERNATIVE_SHARE if _ALTERNATIVE.match(p.sentence.text) else 1.0))
+    best = max(first, key=first_score)
     usable.remove(best)
     if not asks_when(question):  # a changelog entry adds to an answer only about versions
         usable = [p for p in usable if not is_release_note(p.evidence.chunk.source_path,
