@@ -31,6 +31,10 @@ What is removed (outside fenced code blocks unless said otherwise):
   ``{* ../docs_src/app.py hl[3] *}`` and markdown-include ``{!> ../docs_src/app.js!}``
   lines of FastAPI's docs (the page shows the file); inside a code block, snippets and
   markdown-include lines.
+* Inside a code block, TypeScript twoslash markup (VitePress, Svelte, Vue docs): the lines
+  before ``// ---cut---`` (setup the page hides), after ``// ---cut-after---`` and between
+  ``// ---cut-start---`` and ``// ---cut-end---``; compiler directives such as
+  ``// @filename: a.ts`` and ``// @errors: 2345``; type-query marks (``//   ^?``).
 * With ``mdx=True``: ``import`` and ``export`` statements at the start of a line.
 
 Everything here is a linear scan (``str.find`` and anchored patterns without nested or
@@ -40,6 +44,7 @@ adjacent unbounded quantifiers), so no line can make it slow.
 from __future__ import annotations
 
 import html
+import itertools
 import re
 from collections.abc import Sequence
 
@@ -106,6 +111,44 @@ def session_line(line: str) -> str:
     return html.unescape(line) if "&" in line else line
 
 
+# TypeScript twoslash markup inside code blocks (see the module docstring).
+_TWOSLASH_DIRECTIVE = re.compile(
+    r"//\s*@(?:errors|filename|noErrors|noErrorValidation|noErrorsCutted|include|showEmit"
+    r"|showEmittedFile|keepNotations|module|target|lib|strict|moduleResolution|jsx"
+    r"|esModuleInterop|allowJs|checkJs|types|noImplicitAny|declaration)\b.*"
+    r"|//\s*\^[?|]\s*")
+_CUT_BEFORE = frozenset({"// ---cut---", "// ---cut-before---"})
+
+
+def _closes(line: str, fence: str) -> bool:
+    """Whether the line closes the code block its ``fence`` opened."""
+    run = _fence_run(line.lstrip())
+    return bool(run) and run[0] == fence[0] and len(run) >= len(fence) \
+        and not line.strip()[len(run):].strip()
+
+
+def hidden_code_lines(body: Sequence[str]) -> frozenset[int]:
+    """Which lines of a code block's body (the lines between its fences, 0-based) the page
+    does not show: whole-line file includes and TypeScript twoslash markup."""
+    hidden = {j for j, line in enumerate(body) if is_include(line, in_code=True)
+              or _TWOSLASH_DIRECTIVE.fullmatch(line.strip())}
+    marks = {j: line.strip() for j, line in enumerate(body) if "---cut" in line}
+    if not marks:
+        return frozenset(hidden)
+    cut = max((j for j, m in marks.items() if m in _CUT_BEFORE), default=-1)
+    hidden.update(range(cut + 1))
+    after = min((j for j, m in marks.items() if m == "// ---cut-after---"), default=len(body))
+    hidden.update(range(after, len(body)))
+    start = -1
+    for j, mark in sorted(marks.items()):
+        if mark == "// ---cut-start---":
+            start = j
+        elif mark == "// ---cut-end---" and start >= 0:
+            hidden.update(range(start, j + 1))
+            start = -1
+    return frozenset(hidden)
+
+
 class _Scanner:
     """State carried from line to line: open comment, shortcode, fence, admonition."""
 
@@ -118,6 +161,7 @@ class _Scanner:
         self.shortcode_until = -1  # last line of a multi-line shortcode being skipped
         self.shortcode_closer = ""
         self.indented = False  # inside the 4-space-indented body of an MkDocs admonition
+        self.hidden: frozenset[int] = frozenset()  # lines of the open code block not shown
 
     def line(self, i: int) -> str:
         line = self.lines[i]
@@ -127,11 +171,11 @@ class _Scanner:
             elif line.strip():
                 self.indented = False
         if self.fence:
-            run = _fence_run(line)
-            if run and run[0] == self.fence[0] and len(run) >= len(self.fence) \
-                    and not line.strip()[len(run):].strip():
+            if _closes(line, self.fence) and _fence_run(line):
                 self.fence = ""
                 return line
+            if i in self.hidden:
+                return ""
             line = self._shortcodes(line, i)
             if is_include(line, in_code=True):
                 return ""  # the page shows the included file here, not this line
@@ -141,6 +185,9 @@ class _Scanner:
             return ""
         if self.fence == "" and (run := _fence_run(text)):
             self.fence, self.session = run, is_session_fence(text)
+            body = list(itertools.takewhile(lambda line: not _closes(line, run),
+                                            itertools.islice(self.lines, i + 1, None)))
+            self.hidden = frozenset(i + 1 + j for j in hidden_code_lines(body))
             return text
         return self._block_markup(text)
 

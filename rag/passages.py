@@ -21,6 +21,7 @@ from rag.markup import (
     CODE_SPAN,
     VERSION_SHORTCODE,
     code_continuation,
+    hidden_code_lines,
     is_anchor_line,
     is_include,
     is_session_fence,
@@ -265,7 +266,8 @@ def read_blocks(text: str, first_line_is_file_start: bool = False) -> list[Block
             # Code is quoted as written (an HTML template keeps its tags); only a terminal
             # session is shown without the tags that colour it.
             shown = session_line if is_session_fence(line) else str
-            body = _dedent(tuple("" if is_include(raw[k], in_code=True) else shown(raw[k]).rstrip()
+            hidden = hidden_code_lines(raw[i + 1:j])  # includes, twoslash setup
+            body = _dedent(tuple("" if k - i - 1 in hidden else shown(raw[k]).rstrip()
                                  for k in range(i + 1, min(j, len(raw)))))
             options = [k for k in range(i + 1, min(j, len(raw))) if k in option_rows]
             if options and len(options) * 2 > sum(map(bool, body)):

@@ -4,6 +4,7 @@ text and last line. rag.passages finds the sentences; rag.scoring scores them.""
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Sequence
 
@@ -78,12 +79,14 @@ def quote(sentence: Sentence, attached: list[tuple[Block, int]]) -> tuple[str, i
     last = sentence.last
     for block, kept in attached:
         if block.kind == "code":
-            body = [line for line in block.lines[:kept]]
+            body = list(block.lines[:kept])
             while body and not body[-1].strip():
                 body.pop()
+            last = block.first + len(body)  # the opening fence is block.first
+            # Lines the page does not show (twoslash setup) are blank in the block.
+            body = list(itertools.dropwhile(lambda line: not line.strip(), body))
             fence = code_fence(body)
             parts.append("\n".join([fence, *body, fence]))
-            last = block.first + len(body)  # the opening fence is block.first
             if kept >= len(block.lines):
                 last = block.last
         else:  # a list item or table row as the page shows its text (entities, tags, links)

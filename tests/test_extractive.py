@@ -757,3 +757,15 @@ def test_a_part_asking_which_version_is_answered_once_a_quote_names_one() -> Non
                 "declare one?")
     statements, _ = answer(question, shown, FakeEmbedder())
     assert statements == [(page, ["E1"])]
+
+
+def test_quoted_code_shows_what_the_page_shows_after_a_twoslash_cut() -> None:
+    text = ("## Redirects\n\nTo redirect from a load function, throw `redirect`:\n\n```js\n"
+            "// @filename: ambient.d.ts\ndeclare module '$lib/auth' {}\n// ---cut---\n"
+            "import { redirect } from '@sveltejs/kit';\nthrow redirect(303, '/login');\n```")
+    ev = evidence("E1", text, path="load.md", start=10)
+    statements, quotes = answer("How do I redirect from a load function?", [ev])
+    assert statements == [("To redirect from a load function, throw `redirect`:\n```\n"
+                           "import { redirect } from '@sveltejs/kit';\n"
+                           "throw redirect(303, '/login');\n```", ["E1"])]
+    assert quotes == [(12, 20)]  # the sentence to the block's closing fence

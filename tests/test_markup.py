@@ -184,3 +184,19 @@ def test_a_block_attribute_line_is_never_read_into_a_list_items_sentence() -> No
     found = [s.text for s in passage_sentences(read_blocks(text))]
     assert found[0] == "**Wrap validators** are the most flexible of all, and may return early."
     assert not any("{#" in s for s in found)
+
+
+def test_twoslash_setup_and_directives_are_not_shown_the_code_after_the_cut_is() -> None:
+    lines = ["```ts", "// @filename: ambient.d.ts", "declare module 'x' {", "}",
+             "// @filename: index.ts", "// ---cut---", "import { f } from 'x';",
+             "// @errors: 2345", "f('a');", "//   ^?", "// @ts-expect-error", "g();",
+             "// ---cut-after---", "export {};", "```", "After the code."]
+    assert display_lines(lines) == [
+        "```ts", "", "", "", "", "", "import { f } from 'x';", "", "f('a');", "",
+        "// @ts-expect-error", "g();", "", "", "```", "After the code."]
+    # The answer quotes what the page shows; the block keeps one line per file line.
+    text = "Call it like this:\n\n" + "\n".join(lines)
+    block = next(b for b in read_blocks(text) if b.kind == "code")
+    assert [line for line in block.lines if line] == [
+        "import { f } from 'x';", "f('a');", "// @ts-expect-error", "g();"]
+    assert len(block.lines) == 13
