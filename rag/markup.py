@@ -21,7 +21,8 @@ What is removed (outside fenced code blocks unless said otherwise):
   ``??? tip`` and content tabs ``=== "pip"`` (their 4-space-indented content is shown
   dedented), pymdownx blocks
   ``/// note | Title`` ... ``///``, Docusaurus ``:::tip Title`` (or ``:::tip[Title]``)
-  ... ``:::``.
+  ... ``:::``, and the block components of MDC (Nuxt Content): ``::tip``,
+  ``::read-more{to="/docs/x"}``, the closing ``::`` (their content stays).
 * Inside a terminal-session block (```` ```console ````), the tags that colour its output
   (``<font color="#4E9A06">fastapi</font>``, ``<span style=...>``): a terminal shows the
   text. Tags in any other code block are code (an HTML template) and stay.
@@ -64,6 +65,7 @@ _ANCHOR_LINE = re.compile(r"\[\]\(\)\{[^{}]*\}|\{[ \t]*[#.][^{}\s][^{}]*\}")
 _TABBED = re.compile(r' {0,3}={3}[!+]?[ \t]+"([^"]*)"')  # MkDocs content tab: === "pip"
 _PYMDOWNX = re.compile(r" {0,3}/{3,}(?:[ \t]*[\w-]+(?:[ \t]*\|(.*))?)?")
 _DOCUSAURUS = re.compile(r" {0,3}:{3,}(?:[\w-]+)?(.*)")
+_MDC = re.compile(r" {0,3}::(?:[A-Za-z][\w-]*(?:\{[^{}]*\})?)?[ \t]*")  # ::tip, ::read-more{to=x}, ::
 HTML_TAG = re.compile(r"</?[A-Za-z][\w.-]*(?:[ \t/][^<>]*)?>")  # not autolinks like <https://x>
 CODE_SPAN = re.compile(r"(`+)[^`].*?\1")  # an inline code span, `x` or ``x``
 _MDX_STATEMENT = re.compile(r"(?:import|export)[ \t{*]")
@@ -274,6 +276,8 @@ class _Scanner:
             return (m[1] or "").strip()
         if first == ":" and (m := _DOCUSAURUS.fullmatch(stripped)):
             return m[1].strip().removeprefix("[").removesuffix("]").strip()
+        if first == ":" and _MDC.fullmatch(stripped):
+            return ""
         if first == "<" and HTML_TAG.match(stripped):
             return _drop_tags(line)
         if self.mdx and _MDX_STATEMENT.match(line):

@@ -25,6 +25,9 @@ from rag.passages import sentences as passage_sentences
     (":::tip Pro tip", "Pro tip"),
     (":::note[Heads up]", "Heads up"),
     (":::", ""),
+    ("::tip", ""),
+    ('::read-more{to="/docs/x" target="_blank"}', ""),
+    ("::", ""),
     ('<TabItem value="npm" label="npm">', ""),
     ("</Tabs>", ""),
     ("<summary>Why is it slow?</summary>", "Why is it slow?"),
@@ -54,6 +57,8 @@ def test_markup_lines_show_only_their_content(line: str, shown: str) -> None:
     "{{< never closed",
     "{ #not-an-attribute-list",
     "{.} is a dict literal",
+    "::1 is the IPv6 loopback address.",
+    "::before { content: none }",
 ])
 def test_text_that_looks_like_markup_stays(line: str) -> None:
     assert display_line(line) == line
