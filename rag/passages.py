@@ -356,6 +356,11 @@ def sentences(blocks: Sequence[Block]) -> list[Sentence]:
             if len(text.split()) >= MIN_WORDS - 1 or is_labelled_fact(text):
                 out.append(Sentence(text.strip(), block.first, block.last, b_index, True))
             continue
+        # The first paragraph of a section named by an identifier ("### `port`", then "Dev
+        # server listening port") describes that option, however short it is.
+        describes = block.heading_line >= 0 and bool(NAME_HEADING.match(
+            block.heading.rsplit(" > ", 1)[-1].strip())) and (
+            b_index == 0 or blocks[b_index - 1].heading_line != block.heading_line)
         starts: list[int] = []  # char offset where each line begins in the joined text
         joined = ""
         for line in block.lines:
@@ -406,7 +411,8 @@ def sentences(blocks: Sequence[Block]) -> list[Sentence]:
                 (brings == "code" and names_it)
                 or (brings == "item" and (names_it or len(text.split()) >= MIN_WORDS - 1)))
             # "**Default**: `None`" alone in its paragraph states a value, as the item would.
-            labelled = ends and n == 0 and is_labelled_fact(text)
+            labelled = ends and n == 0 and (is_labelled_fact(text) or describes and len(
+                text.split()) >= 2 and text[:1].isupper())
             if not labelled and (
                     len(text.split()) < (2 if continues and shows_code or leads_in else MIN_WORDS)
                     or not _complete(text)

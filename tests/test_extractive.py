@@ -769,3 +769,13 @@ def test_quoted_code_shows_what_the_page_shows_after_a_twoslash_cut() -> None:
                            "import { redirect } from '@sveltejs/kit';\n"
                            "throw redirect(303, '/login');\n```", ["E1"])]
     assert quotes == [(12, 20)]  # the sentence to the block's closing fence
+
+
+def test_an_options_one_line_description_opens_its_quote_however_short() -> None:
+    text = ("### `port`\n\nDev server listening port\n\n- **Type**: `number`\n"
+            "- **Default:** `3000`\n\n### `host`\n\nDev server listening host")
+    ev = evidence("E1", text, path="api/config.md", start=619, heading="Config > devServer")
+    statements, quotes = answer("Which port does the dev server listen on by default?", [ev])
+    assert statements == [("Dev server listening port\n**Type**: `number`\n"
+                           "**Default:** `3000`", ["E1"])]
+    assert quotes == [(621, 624)]
