@@ -765,9 +765,9 @@ def test_quoted_code_shows_what_the_page_shows_after_a_twoslash_cut() -> None:
             "import { redirect } from '@sveltejs/kit';\nthrow redirect(303, '/login');\n```")
     ev = evidence("E1", text, path="load.md", start=10)
     statements, quotes = answer("How do I redirect from a load function?", [ev])
-    assert statements == [("To redirect from a load function, throw `redirect`:\n```\n"
-                           "import { redirect } from '@sveltejs/kit';\n"
-                           "throw redirect(303, '/login');\n```", ["E1"])]
+    shown = ("To redirect from a load function, throw `redirect`:\n```\n"
+             "import { redirect } from '@sveltejs/kit';\nthrow redirect(303, '/login');\n```")
+    assert statements == [(shown, ["E1"])]
     assert quotes == [(12, 20)]  # the sentence to the block's closing fence
 
 
@@ -776,6 +776,6 @@ def test_an_options_one_line_description_opens_its_quote_however_short() -> None
             "- **Default:** `3000`\n\n### `host`\n\nDev server listening host")
     ev = evidence("E1", text, path="api/config.md", start=619, heading="Config > devServer")
     statements, quotes = answer("Which port does the dev server listen on by default?", [ev])
-    assert statements == [("Dev server listening port\n**Type**: `number`\n"
-                           "**Default:** `3000`", ["E1"])]
+    shown = "Dev server listening port\n**Type**: `number`\n**Default:** `3000`"
+    assert statements == [(shown, ["E1"])]
     assert quotes == [(621, 624)]
