@@ -87,9 +87,18 @@ def prose_escapes(text: str) -> str:
         else text
 
 
+# The language a code span is highlighted in, written after it: MDC's `x`{lang="ts"},
+# kramdown's `x`{:.language-ruby}. The page shows the code only.
+_CODE_LANGUAGE = re.compile(r"^\{(?:lang=\"?[\w+-]+\"?|:\s*\.language-[\w+-]+)\}")
+
+
 def clean_inline(text: str) -> str:
     """Prose with inline HTML tags removed (``<code>x</code>`` becomes a code span, and
-    code spans keep their tags) and HTML entities shown as the characters they stand for."""
+    code spans keep their tags), a code span's language mark dropped and HTML entities
+    shown as the characters they stand for."""
+    if "`{" in text:  # (it opens the prose right after a code span)
+        text = outside_code(text, lambda prose: _CODE_LANGUAGE.sub("", prose, count=1)
+                            if prose.startswith("{") else prose)
     if "<" in text:
         text = outside_code(html_code_spans(text), lambda prose: HTML_TAG.sub("", prose))
     return show_entities(text) if "&" in text else text

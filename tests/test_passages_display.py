@@ -91,6 +91,13 @@ def test_html_entities_show_as_their_characters_outside_code() -> None:
         "A leaf bundle holds an `index.md` file, R&D notes and `&amp;` code."]
 
 
+def test_a_code_spans_highlight_language_is_not_shown() -> None:
+    text = ("Set `mode` to `'all' | 'client'`{lang=\"ts\"} or `false`{lang=ts}, as "
+            "`x`{:.language-ruby} shows; the code `{lang=ts}` stays.\n")
+    assert split_sentences(text) == [
+        "Set `mode` to `'all' | 'client'` or `false`, as `x` shows; the code `{lang=ts}` stays."]
+
+
 def test_a_shortcut_reference_link_shows_its_text_but_code_keeps_its_brackets() -> None:
     text = ("Pydantic V2 uses the Rust [regex crate] instead of Python's. Install it with "
             "`pip install -e \".[local]\"` or pip install pydantic[email] today.\n")
