@@ -32,6 +32,11 @@ What is removed (outside fenced code blocks unless said otherwise):
   ``{* ../docs_src/app.py hl[3] *}`` and markdown-include ``{!> ../docs_src/app.js!}``
   lines of FastAPI's docs (the page shows the file); inside a code block, snippets and
   markdown-include lines.
+* MyST (Sphinx) admonition directives written as fences, ```` ```{note} ```` ... ```` ``` ````
+  or ``:::{note}`` ... ``:::``:
+  the fence lines and the ``:class: x`` options after the opener show nothing, the content
+  is prose, an argument stays ("```{admonition} Title" shows "Title"), and version
+  directives read as Sphinx shows them ("```{versionadded} 1.2" shows "New in version 1.2:").
 * Inside a code block, TypeScript twoslash markup (VitePress, Svelte, Vue docs): the lines
   before ``// ---cut---`` (setup the page hides), after ``// ---cut-after---`` and between
   ``// ---cut-start---`` and ``// ---cut-end---``; compiler directives such as
@@ -123,10 +128,59 @@ _CUT_BEFORE = frozenset({"// ---cut---", "// ---cut-before---"})
 
 
 def _closes(line: str, fence: str) -> bool:
-    """Whether the line closes the code block its ``fence`` opened."""
-    run = _fence_run(line.lstrip())
+    """Whether the line closes the block its ``fence`` opened (a code block's, or a MyST
+    colon fence's)."""
+    run = _fence_run(line.lstrip()) or _colon_run(line)
     return bool(run) and run[0] == fence[0] and len(run) >= len(fence) \
         and not line.strip()[len(run):].strip()
+
+
+# MyST directives whose content is prose a reader sees in a box (other directives, such as
+# {code-block} python, stay code), and how Sphinx titles the version ones.
+_MYST_ADMONITION = re.compile(
+    r"\{(attention|caution|danger|error|hint|important|note|seealso|tip|warning|admonition"
+    r"|dropdown|topic|sidebar|margin|versionadded|versionchanged|versionremoved|deprecated)\}"
+    r"[ \t]*(.*)")
+_VERSION_DIRECTIVES = {"versionadded": "New in version", "versionchanged": "Changed in version",
+                       "versionremoved": "Removed in version", "deprecated": "Deprecated since version"}
+_MYST_NAME = re.compile(r"^\{[\w-]+\}\s*")
+_DIRECTIVE_OPTION = re.compile(r":[\w-]+:(?:[ \t].*)?")
+
+
+def _colon_run(line: str) -> str:
+    """The run of colons that opens or closes a MyST colon fence (:::{note} ... :::)."""
+    stripped = line.lstrip()
+    run = stripped[:len(stripped) - len(stripped.lstrip(":"))]
+    return run if len(run) >= 3 and len(line) - len(stripped) <= 3 else ""
+
+
+def myst_admonitions(lines: Sequence[str]) -> dict[int, str]:
+    """The fence lines of MyST admonitions and the option lines after an opener, each with
+    what the page shows in its place ("" for none, an opener's argument or version title).
+    Their content lines are not in the map: they are prose."""
+    shown: dict[int, str] = {}
+    code = ""  # an open code block's fence
+    open_runs: list[str] = []  # fences of the admonitions open around this line
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        run = _fence_run(line.lstrip()) or _colon_run(line)
+        if code:
+            code = "" if run and _closes(line, code) else code
+        elif run and open_runs and _closes(line, open_runs[-1]):
+            shown[i] = ""
+            open_runs.pop()
+        elif run and (m := _MYST_ADMONITION.fullmatch(line.strip()[len(run):].strip())):
+            title = _VERSION_DIRECTIVES.get(m[1], "")
+            shown[i] = f"{title} {m[2].strip()}:" if title else m[2].strip()
+            open_runs.append(run)
+            while i + 1 < len(lines) and _DIRECTIVE_OPTION.fullmatch(lines[i + 1].strip()):
+                i += 1
+                shown[i] = ""
+        elif run and run[0] != ":":  # (a colon fence is no code block)
+            code = run
+        i += 1
+    return shown
 
 
 def hidden_code_lines(body: Sequence[str]) -> frozenset[int]:
@@ -164,6 +218,8 @@ class _Scanner:
         self.shortcode_closer = ""
         self.indented = False  # inside the 4-space-indented body of an MkDocs admonition
         self.hidden: frozenset[int] = frozenset()  # lines of the open code block not shown
+        self.admonitions = myst_admonitions(lines) if any("{" in line for line in lines) \
+            else {}  # MyST fence lines: what the page shows for each
 
     def line(self, i: int) -> str:
         line = self.lines[i]
@@ -172,6 +228,8 @@ class _Scanner:
                 line = line[1:] if line[0] == "\t" else line[4:]
             elif line.strip():
                 self.indented = False
+        if i in self.admonitions:
+            return self.admonitions[i]
         if self.fence:
             if _closes(line, self.fence) and _fence_run(line):
                 self.fence = ""
@@ -275,7 +333,8 @@ class _Scanner:
         if first == "/" and (m := _PYMDOWNX.fullmatch(stripped)):
             return (m[1] or "").strip()
         if first == ":" and (m := _DOCUSAURUS.fullmatch(stripped)):
-            return m[1].strip().removeprefix("[").removesuffix("]").strip()
+            title = m[1].strip().removeprefix("[").removesuffix("]").strip()
+            return _MYST_NAME.sub("", title)  # :::{figure} path: the directive's name
         if first == ":" and _MDC.fullmatch(stripped):
             return ""
         if first == "<" and HTML_TAG.match(stripped):

@@ -26,6 +26,7 @@ from rag.markup import (
     is_include,
     is_session_fence,
     marker_words,
+    myst_admonitions,
     session_line,
     version_marker,
 )
@@ -197,6 +198,9 @@ def _table_rows(raw: Sequence[str]) -> set[int]:
 def read_blocks(text: str, first_line_is_file_start: bool = False) -> list[Block]:
     """Blocks of a chunk's Markdown in order; markup lines and headings are not blocks."""
     raw = [show_shortcodes(line) for line in _unquoted(text.split("\n"))]
+    if "{" in text:  # MyST admonition fences: their content is prose, not code
+        for k, text_shown in myst_admonitions(raw).items():
+            raw[k] = text_shown
     rows = _table_rows(raw)
     blocks: list[Block] = []
     stack: list[tuple[int, str, int]] = []  # (level, text, line) of the open headings

@@ -205,3 +205,20 @@ def test_twoslash_setup_and_directives_are_not_shown_the_code_after_the_cut_is()
     assert [line for line in block.lines if line] == [
         "import { f } from 'x';", "f('a');", "// @ts-expect-error", "g();"]
     assert len(block.lines) == 13
+
+
+def test_myst_admonitions_show_their_content_as_prose_and_code_stays_code() -> None:
+    text = ("Intro.\n\n````{note}\n:class: tip\nNotes hold **prose** a reader sees in a box.\n\n"
+            "```python\nx = 1\n```\n````\n\n```{versionadded} 1.2\nThe `x` option is set in "
+            "the config.\n```\n\n:::{warning}\nColon fences hold prose too.\n:::\n\n"
+            "```{code-block} python\ny = 2\n```\n")
+    assert clean_markup(text).split("\n") == [
+        "Intro.", "", "Notes hold **prose** a reader sees in a box.", "", "```python",
+        "x = 1", "```", "", "New in version 1.2:", "The `x` option is set in the config.", "",
+        "Colon fences hold prose too.", "", "```{code-block} python", "y = 2", "```"]
+    assert [s.text for s in passage_sentences(read_blocks(text))] == [
+        "Notes hold **prose** a reader sees in a box.",
+        "New in version 1.2: The `x` option is set in the config.",
+        "Colon fences hold prose too."]
+    code = [b.lines for b in read_blocks(text) if b.kind == "code"]
+    assert code == [("x = 1",), ("y = 2",)]
