@@ -92,10 +92,30 @@ def prose_escapes(text: str) -> str:
 _CODE_LANGUAGE = re.compile(r"^\{(?:lang=\"?[\w+-]+\"?|:\s*\.language-[\w+-]+)\}")
 
 
+# A MyST (Sphinx) role: {ref}`Custom title <target>`, {doc}`../intro`, {py:class}`~a.B`.
+# The page shows a link's title (or its target), code roles as code, icons not at all.
+_ROLE = re.compile(r"\{([A-Za-z][\w:.-]*)\}(`+)([^`]+?)\2")
+_CODE_ROLE = re.compile(r"(?:py|js|c|cpp|rst|std|external:\w+):|(?:func|class|meth|attr|mod|obj"
+                        r"|data|exc|envvar|option|program|command|file|code|kbd|samp)$")
+
+
+def _role(match: re.Match[str]) -> str:
+    name, text = match[1], match[3].strip()
+    if name in ("octicon", "fa", "icon"):
+        return ""
+    if text.endswith(">") and " <" in text:  # an explicit title
+        text = text[:text.rindex(" <")].strip()
+    elif _CODE_ROLE.match(name):
+        text = text.lstrip("!~").rsplit(".", 1)[-1] if text.startswith("~") else text.lstrip("!")
+    return f"`{text}`" if _CODE_ROLE.match(name) else text
+
+
 def clean_inline(text: str) -> str:
     """Prose with inline HTML tags removed (``<code>x</code>`` becomes a code span, and
-    code spans keep their tags), a code span's language mark dropped and HTML entities
-    shown as the characters they stand for."""
+    code spans keep their tags), MyST roles shown as the page shows them, a code span's
+    language mark dropped and HTML entities shown as the characters they stand for."""
+    if "}`" in text:
+        text = _ROLE.sub(_role, text)
     if "`{" in text:  # (it opens the prose right after a code span)
         text = outside_code(text, lambda prose: _CODE_LANGUAGE.sub("", prose, count=1)
                             if prose.startswith("{") else prose)

@@ -98,6 +98,13 @@ def test_a_code_spans_highlight_language_is_not_shown() -> None:
         "Set `mode` to `'all' | 'client'` or `false`, as `x` shows; the code `{lang=ts}` stays."]
 
 
+def test_myst_roles_show_their_title_target_or_code_as_the_page_does() -> None:
+    text = ("Read {ref}`the syntax guide <syntax/referencing>` and {doc}`../intro`, then "
+            "subclass {py:class}`~myst_parser.mdit.Renderer` {octicon}`book`; `{x}` stays.\n")
+    assert split_sentences(text) == [
+        "Read the syntax guide and ../intro, then subclass `Renderer` ; `{x}` stays."]
+
+
 def test_a_shortcut_reference_link_shows_its_text_but_code_keeps_its_brackets() -> None:
     text = ("Pydantic V2 uses the Rust [regex crate] instead of Python's. Install it with "
             "`pip install -e \".[local]\"` or pip install pydantic[email] today.\n")
