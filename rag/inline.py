@@ -94,13 +94,27 @@ _CODE_LANGUAGE = re.compile(r"^\{(?:lang=\"?[\w+-]+\"?|:\s*\.language-[\w+-]+)\}
 
 # A MyST (Sphinx) role: {ref}`Custom title <target>`, {doc}`../intro`, {py:class}`~a.B`.
 # The page shows a link's title (or its target), code roles as code, icons not at all.
-_ROLE = re.compile(r"\{([A-Za-z][\w:.-]*)\}(`+)([^`]+?)\2")
+_ROLE = re.compile(r"\{([A-Za-z][\w:.-]*)\}$")  # ends the prose before a code span
 _CODE_ROLE = re.compile(r"(?:py|js|c|cpp|rst|std|external:\w+):|(?:func|class|meth|attr|mod|obj"
                         r"|data|exc|envvar|option|program|command|file|code|kbd|samp)$")
 
 
-def _role(match: re.Match[str]) -> str:
-    name, text = match[1], match[3].strip()
+def _roles(text: str) -> str:
+    """``text`` with each MyST role shown as the page shows it (see _ROLE)."""
+    out, pos = [], 0
+    for span in CODE_SPAN.finditer(text):
+        prose = text[pos:span.start()]
+        role = _ROLE.search(prose)
+        ticks = len(span[1])
+        out += [prose[:role.start()], _role(role[1], span.group()[ticks:-ticks])] if role \
+            else [prose, span.group()]
+        pos = span.end()
+    out.append(text[pos:])
+    return "".join(out)
+
+
+def _role(name: str, text: str) -> str:
+    text = text.strip()
     if name in ("octicon", "fa", "icon"):
         return ""
     if text.endswith(">") and " <" in text:  # an explicit title
@@ -115,7 +129,7 @@ def clean_inline(text: str) -> str:
     code spans keep their tags), MyST roles shown as the page shows them, a code span's
     language mark dropped and HTML entities shown as the characters they stand for."""
     if "}`" in text:
-        text = _ROLE.sub(_role, text)
+        text = _roles(text)
     if "`{" in text:  # (it opens the prose right after a code span)
         text = outside_code(text, lambda prose: _CODE_LANGUAGE.sub("", prose, count=1)
                             if prose.startswith("{") else prose)

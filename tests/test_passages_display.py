@@ -103,6 +103,9 @@ def test_myst_roles_show_their_title_target_or_code_as_the_page_does() -> None:
             "subclass {py:class}`~myst_parser.mdit.Renderer` {octicon}`book`; `{x}` stays.\n")
     assert split_sentences(text) == [
         "Read the syntax guide and ../intro, then subclass `Renderer` ; `{x}` stays."]
+    # Braces inside code are code, not a role before the next code span.
+    path = "Otherwise, the path for `/users/{user_id}` would match also for `/users/me`.\n"
+    assert split_sentences(path) == [path.strip()]
 
 
 def test_a_shortcut_reference_link_shows_its_text_but_code_keeps_its_brackets() -> None:
