@@ -47,10 +47,12 @@ def _entity(match: re.Match[str]) -> str:
 # --- escapes, tags and links ------------------------------------------------------------------
 
 # Inline links show their text: [text](url), [text][ref], [text][] and Hugo's [term](g).
-# Its text may hold a code span with brackets: "[`[project.scripts]`](url)". An image
+# Its text may hold a code span with brackets: "[`[project.scripts]`](url)"; its target may
+# be a Liquid or Jinja expression: "[options]({{ '/docs/x/' | relative_url }})". An image
 # ("![logo](logo.png)") keeps its markup.
 _INLINE_LINK = re.compile(r"(?<![!\\])\[((?:`[^`\n]*`|[^\[\]\n`])+)\]"
-                          r"(?:\([^()\s]*(?:\s+\"[^\"]*\")?\)|\[[^\[\]\n]*\])")
+                          r"(?:\([^()\s]*(?:\s+\"[^\"]*\")?\)|\[[^\[\]\n]*\]"
+                          r"|\(\{\{[^{}\n]*\}\}\)|\(\{%[^{}\n]*%\}\))")  # ({{ x | url }})
 _CELL_SPLIT = re.compile(r"(?<!\\)\|")  # a pipe, unless escaped (GFM: "\|" inside a cell)
 _ESCAPE = re.compile(r"\\([!-/:-@\[-`{-~])")  # a Markdown backslash escape
 

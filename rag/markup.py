@@ -11,7 +11,8 @@ What is removed (outside fenced code blocks unless said otherwise):
 * HTML comments ``<!-- ... -->``, also over several lines, and MDX comments ``{/* */}``.
 * Link reference definitions (``[foo]: /url "title"``); footnotes (``[^1]: ...``) stay.
   Lines that only anchor a cross-reference (MkDocs ``[](){#strict-mode}``) or set the
-  attributes of the block above (``{#field-wrap-validator}``, Hugo's ``{.no-wrap-first-col}``).
+  attributes of a block (``{#field-wrap-validator}``, Hugo's ``{.no-wrap-first-col}``,
+  kramdown's ``{: .note .info}``).
 * Hugo shortcodes ``{{< name args >}}``, ``{{% name %}}`` and their closing forms, also
   inside code blocks (Hugo expands them there too) and over several lines (up to
   ``SHORTCODE_MAX_LINES``). The escaped form ``{{</* x */>}}``, which Hugo renders as
@@ -41,6 +42,8 @@ What is removed (outside fenced code blocks unless said otherwise):
   before ``// ---cut---`` (setup the page hides), after ``// ---cut-after---`` and between
   ``// ---cut-start---`` and ``// ---cut-end---``; compiler directives such as
   ``// @filename: a.ts`` and ``// @errors: 2345``; type-query marks (``//   ^?``).
+* Lines that are only Liquid or Jinja tags (Jekyll, GitBook): ``{% include note.html %}``,
+  ``{% hint style="info" %}`` ... ``{% endhint %}`` (the text between stays).
 * With ``mdx=True``: ``import`` and ``export`` statements at the start of a line.
 
 Everything here is a linear scan (``str.find`` and anchored patterns without nested or
@@ -65,11 +68,13 @@ _MKDOCS = re.compile(
     r" {0,3}(?:!!!|\?\?\?\+?)[ \t]+[\w-]+(?:[ \t]+[\w-]+)*(?:[ \t]+\"([^\"]*)\")?"
 )
 # An anchor for cross-references, an empty link with attributes: [](){#strict-mode}, or a
-# line of attributes for the block above it: {#field-wrap-validator}, {.no-wrap-first-col}
-_ANCHOR_LINE = re.compile(r"\[\]\(\)\{[^{}]*\}|\{[ \t]*[#.][^{}\s][^{}]*\}")
+# line of attributes for the block above it: {#field-wrap-validator}, {.no-wrap-first-col},
+# or kramdown's for the block below or above it: {: .note .info}
+_ANCHOR_LINE = re.compile(r"\[\]\(\)\{[^{}]*\}|\{[ \t]*[#.][^{}\s][^{}]*\}|\{:[^{}]*\}")
 _TABBED = re.compile(r' {0,3}={3}[!+]?[ \t]+"([^"]*)"')  # MkDocs content tab: === "pip"
 _PYMDOWNX = re.compile(r" {0,3}/{3,}(?:[ \t]*[\w-]+(?:[ \t]*\|(.*))?)?")
 _DOCUSAURUS = re.compile(r" {0,3}:{3,}(?:[\w-]+)?(.*)")
+_LIQUID_LINE = re.compile(r"(?:\{%[^{}]*%\}[ \t]*)+")  # {% include note.html %}, {% endhint %}
 _MDC = re.compile(r" {0,3}::(?:[A-Za-z][\w-]*(?:\{[^{}]*\})?)?[ \t]*")  # ::tip, ::read-more{to=x}, ::
 HTML_TAG = re.compile(r"</?[A-Za-z][\w.-]*(?:[ \t/][^<>]*)?>")  # not autolinks like <https://x>
 CODE_SPAN = re.compile(r"(`+)[^`].*?\1")  # an inline code span, `x` or ``x``
@@ -336,6 +341,8 @@ class _Scanner:
             title = m[1].strip().removeprefix("[").removesuffix("]").strip()
             return _MYST_NAME.sub("", title)  # :::{figure} path: the directive's name
         if first == ":" and _MDC.fullmatch(stripped):
+            return ""
+        if first == "{" and _LIQUID_LINE.fullmatch(stripped):
             return ""
         if first == "<" and HTML_TAG.match(stripped):
             return _drop_tags(line)

@@ -39,11 +39,11 @@ BULLET = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s+")  # a list item's marker
 _HEADING = re.compile(r"^#{1,6}\s+(.*?)\s*(?:\{\s*#[^}]*\})?\s*#*\s*$")
 _ANCHOR = re.compile(r"\s*\{\s*#[^}]*\}")
 # Lines that are docs-generator markup, not content: admonition and tab markers (/// note,
-# !!! tip, === "pip", ::: info, MDC's ::tip), Hugo shortcodes, link definitions, bare HTML tags (and,
+# !!! tip, === "pip", ::: info, MDC's ::tip), Hugo shortcodes, Liquid tags, link definitions, bare HTML tags (and,
 # as rag.markup says, cross-reference anchors, block attributes and file includes).
 _MARKUP_LINE = re.compile(
     r"^(?:/{3,}.*|[!?]{3}.*|={3}[!+]?\s+\".*|:{3,}.*|::(?:[A-Za-z][\w-]*(?:\{[^{}]*\})?)?\s*"
-    r"|\{\{[<%].*[%>]\}\}|\[[^\]]+\]:\s*\S+.*"
+    r"|\{\{[<%].*[%>]\}\}|(?:\{%[^{}]*%\}\s*)+|\[[^\]]+\]:\s*\S+.*"
     r"|(?:</?[A-Za-z][\w-]*(?:\s[^<>]*)?/?>\s*)+)$"
 )
 _INLINE_SHORTCODE = re.compile(r"\{\{[<%]|[%>]\}\}")

@@ -26,6 +26,10 @@ from rag.passages import sentences as passage_sentences
     (":::note[Heads up]", "Heads up"),
     (":::", ""),
     ("::tip", ""),
+    ("{: .note .info}", ""),
+    ('{% include note.html content="x" %}', ""),
+    ('{% hint style="info" %}', ""),
+    ("{% endhint %}", ""),
     ('::read-more{to="/docs/x" target="_blank"}', ""),
     ("::", ""),
     ('<TabItem value="npm" label="npm">', ""),
@@ -58,6 +62,8 @@ def test_markup_lines_show_only_their_content(line: str, shown: str) -> None:
     "{ #not-an-attribute-list",
     "{.} is a dict literal",
     "::1 is the IPv6 loopback address.",
+    "{% raw %} opens a Liquid block, then text follows.",
+    "{{ site.url }} is a Liquid variable.",
     "::before { content: none }",
 ])
 def test_text_that_looks_like_markup_stays(line: str) -> None:

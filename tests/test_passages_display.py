@@ -108,6 +108,14 @@ def test_myst_roles_show_their_title_target_or_code_as_the_page_does() -> None:
     assert split_sentences(path) == [path.strip()]
 
 
+def test_a_link_whose_target_is_a_template_expression_shows_its_text() -> None:
+    text = ("Use the `--port` argument, as described in the [serve command options]"
+            "({{ '/docs/configuration/options/' | relative_url }}) or [the docs]"
+            "({% link _docs/x.md %}).\n")
+    assert split_sentences(text) == [
+        "Use the `--port` argument, as described in the serve command options or the docs."]
+
+
 def test_a_shortcut_reference_link_shows_its_text_but_code_keeps_its_brackets() -> None:
     text = ("Pydantic V2 uses the Rust [regex crate] instead of Python's. Install it with "
             "`pip install -e \".[local]\"` or pip install pydantic[email] today.\n")
