@@ -148,7 +148,7 @@ _MYST_ADMONITION = re.compile(
     r"[ \t]*(.*)")
 _VERSION_DIRECTIVES = {"versionadded": "New in version", "versionchanged": "Changed in version",
                        "versionremoved": "Removed in version", "deprecated": "Deprecated since version"}
-_MYST_NAME = re.compile(r"^\{[\w-]+\}\s*")
+_MYST_NAME = re.compile(r"^\{[^{}]*\}\s*")  # {figure}, or Pandoc's {.callout-note}
 _DIRECTIVE_OPTION = re.compile(r":[\w-]+:(?:[ \t].*)?")
 
 
@@ -339,7 +339,7 @@ class _Scanner:
             return (m[1] or "").strip()
         if first == ":" and (m := _DOCUSAURUS.fullmatch(stripped)):
             title = m[1].strip().removeprefix("[").removesuffix("]").strip()
-            return _MYST_NAME.sub("", title)  # :::{figure} path: the directive's name
+            return _MYST_NAME.sub("", title)  # :::{figure} x, ::: {.callout-note}: a name
         if first == ":" and _MDC.fullmatch(stripped):
             return ""
         if first == "{" and _LIQUID_LINE.fullmatch(stripped):

@@ -27,6 +27,8 @@ from rag.passages import sentences as passage_sentences
     (":::", ""),
     ("::tip", ""),
     ("{: .note .info}", ""),
+    ("::: {.callout-note}", ""),
+    (":::{figure} diagram.png", "diagram.png"),
     ('{% include note.html content="x" %}', ""),
     ('{% hint style="info" %}', ""),
     ("{% endhint %}", ""),
