@@ -58,7 +58,10 @@ _ADDRESSED = re.compile(
     r"instructions|you\s+are\s+(?:now\s+)?an?\s+(?:helpful\s+)?(?:ai\s+)?assistant|"
     r"from\s+now\s+on,?\s+you|system\s+(?:note|prompt)|do\s+not\s+mention|cite\s+e\d+)\b"
 )
-_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9`\"'(\[*_])")
+# A sentence ends at ".", "!" or "?" before a space and a capital, code or a quote, but not
+# after "e.g." or "i.e." ("names (e.g. `robots.txt`) or ...") or "vs." and "cf.".
+_SENTENCE_END = re.compile(r"(?<=[.!?])(?<!\b[eE]\.g\.)(?<!\b[iI]\.e\.)(?<!\bvs\.)(?<!\bcf\.)\s+"
+                           r"(?=[A-Z0-9`\"'(\[*_])")
 _COMPLETE = re.compile(r"[.!?:;)\]\"'`*]$")
 # What may follow a sentence's last mark: emoji (and their variation selectors and joiners),
 # as in "...was added in FastAPI `0.102.0`. 🤓".

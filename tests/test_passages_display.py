@@ -116,6 +116,14 @@ def test_a_link_whose_target_is_a_template_expression_shows_its_text() -> None:
         "Use the `--port` argument, as described in the serve command options or the docs."]
 
 
+def test_e_g_and_i_e_never_end_a_sentence() -> None:
+    text = ("Files keep their names (e.g. `robots.txt`) or never change (i.e. `favicon.ico`). "
+            "Use a formatter, e.g. Black, on every file. It runs fast on large projects.\n")
+    assert split_sentences(text) == [
+        "Files keep their names (e.g. `robots.txt`) or never change (i.e. `favicon.ico`).",
+        "Use a formatter, e.g. Black, on every file.", "It runs fast on large projects."]
+
+
 def test_a_shortcut_reference_link_shows_its_text_but_code_keeps_its_brackets() -> None:
     text = ("Pydantic V2 uses the Rust [regex crate] instead of Python's. Install it with "
             "`pip install -e \".[local]\"` or pip install pydantic[email] today.\n")
