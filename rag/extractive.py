@@ -249,11 +249,24 @@ def first_candidates(question: str, passages: Sequence[Passage],
     return usable, first
 
 
+# "Read more about `useState` composable.", "find more information in the Layouts section":
+# a sentence that only points elsewhere (and brings no code or list) answers nothing.
+_POINTER = re.compile(r"(?i)^(?:you\s+can\s+)?(?:read|learn|find\s+out)\s+more\b"
+                      r"|\b(?:find|see|read|get)\s+more\s+(?:information|details|info)\s+"
+                      r"(?:in|on|at|about)\b|^(?:see|check\s+out|refer\s+to)\b"
+                      r"|^for\s+more\s+(?:details|information|info)\b")
+POINTER_SHARE = 0.5  # of its score that such a sentence keeps as the first quote
+
+
+def _points_elsewhere(p: Passage) -> bool:
+    return "\n" not in p.text and bool(_POINTER.search(p.sentence.text))
+
+
 def first_score(p: Passage) -> float:
     """What the first quote is chosen by: how well it answers, times how far search trusts
-    its chunk (less for a sentence offering another way)."""
-    return p.answer * p.place * (ALTERNATIVE_SHARE if _ALTERNATIVE.match(p.sentence.text)
-                                 else 1.0)
+    its chunk (less for a sentence offering another way, or only pointing elsewhere)."""
+    share = ALTERNATIVE_SHARE if _ALTERNATIVE.match(p.sentence.text) else 1.0
+    return p.answer * p.place * share * (POINTER_SHARE if _points_elsewhere(p) else 1.0)
 
 
 def choose(question: str, passages: Sequence[Passage]) -> list[Quote]:
@@ -300,8 +313,8 @@ def choose(question: str, passages: Sequence[Passage]) -> list[Quote]:
     for p in usable[1:]:
         if len(chosen) >= EXTRACTIVE_STATEMENTS or p.answer < RELATIVE_FLOOR * best.answer:
             break
-        if p.lexical < SECOND_LEXICAL:
-            continue  # a further quote must match the question by its own words
+        if p.lexical < SECOND_LEXICAL or _points_elsewhere(p):
+            continue  # a further quote must match the question by its own words, and say it
         new = (p.terms & query) - covered
         if words + p.words > ANSWER_WORDS or len(new) < MIN_NEW_TERMS or sum(
                 p.idf.get(t, 0.0) for t in new) < MIN_NEW:

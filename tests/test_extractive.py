@@ -779,3 +779,12 @@ def test_an_options_one_line_description_opens_its_quote_however_short() -> None
     shown = "Dev server listening port\n**Type**: `number`\n**Default:** `3000`"
     assert statements == [(shown, ["E1"])]
     assert quotes == [(621, 624)]
+
+
+def test_a_sentence_that_only_points_elsewhere_is_not_quoted_over_one_that_answers() -> None:
+    pointer = "Read more about what the `useState` composable does in the API reference."
+    says = "Nuxt provides `useState` to create a reactive state shared between components."
+    shown = [evidence("E1", f"## State\n\n{pointer}", path="guide/state.md", score=0.9),
+             evidence("E2", f"## useState\n\n{says}", path="api/use-state.md", score=0.8)]
+    statements, _ = answer("What does the useState composable do?", shown, FakeEmbedder())
+    assert statements == [(says, ["E2"])]
