@@ -131,7 +131,7 @@ def _window_quote(p: Passage, limit: int = WINDOW_WORDS, stop: int = 0,
     """The passage run on through its window, up to ``limit`` words, before line ``stop``."""
     taken, words = [p], p.words
     for q in p.window:
-        if words + q.words > limit or (stop and q.lines[1] >= stop):
+        if words + q.words > limit or (stop and q.lines[1] >= stop) or _points_elsewhere(q):
             break
         taken.append(q)
         words += q.words

@@ -788,3 +788,12 @@ def test_a_sentence_that_only_points_elsewhere_is_not_quoted_over_one_that_answe
              evidence("E2", f"## useState\n\n{says}", path="api/use-state.md", score=0.8)]
     statements, _ = answer("What does the useState composable do?", shown, FakeEmbedder())
     assert statements == [(says, ["E2"])]
+
+
+def test_a_quote_runs_on_up_to_a_sentence_that_only_points_elsewhere() -> None:
+    says = "You can use the same `TestClient` to test WebSockets, in a `with` statement."
+    text = (f"## Testing WebSockets\n\n{says}\n\n"
+            "For more details, check Starlette's documentation for testing WebSockets.")
+    statements, quotes = answer("How do I test WebSockets?", [evidence("E1", text)])
+    assert statements == [(says, ["E1"])]
+    assert quotes == [(3, 3)]
