@@ -126,6 +126,11 @@ def _role(name: str, text: str) -> str:
     return f"`{text}`" if _CODE_ROLE.match(name) else text
 
 
+# One inline element closing where the next opens ("`onMounted`</span><span
+# class="options-api">`mounted`", Vue's two API styles): a space keeps their texts apart.
+_TAG_SEAM = re.compile(r"</[A-Za-z][\w.-]*\s*><[A-Za-z][\w.-]*(?:\s[^<>]*)?>")
+
+
 def clean_inline(text: str) -> str:
     """Prose with inline HTML tags removed (``<code>x</code>`` becomes a code span, and
     code spans keep their tags), MyST roles shown as the page shows them, a code span's
@@ -136,7 +141,8 @@ def clean_inline(text: str) -> str:
         text = outside_code(text, lambda prose: _CODE_LANGUAGE.sub("", prose, count=1)
                             if prose.startswith("{") else prose)
     if "<" in text:
-        text = outside_code(html_code_spans(text), lambda prose: HTML_TAG.sub("", prose))
+        text = outside_code(html_code_spans(text),
+                            lambda prose: HTML_TAG.sub("", _TAG_SEAM.sub(" ", prose)))
     return show_entities(text) if "&" in text else text
 
 

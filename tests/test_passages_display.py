@@ -124,6 +124,13 @@ def test_e_g_and_i_e_never_end_a_sentence() -> None:
         "Use a formatter, e.g. Black, on every file.", "It runs fast on large projects."]
 
 
+def test_two_inline_elements_side_by_side_keep_their_texts_apart() -> None:
+    text = ('For example, the <span class="composition-api">`onMounted`</span><span '
+            'class="options-api">`mounted`</span> hook runs after the first render.\n')
+    assert split_sentences(text) == [
+        "For example, the `onMounted` `mounted` hook runs after the first render."]
+
+
 def test_a_shortcut_reference_link_shows_its_text_but_code_keeps_its_brackets() -> None:
     text = ("Pydantic V2 uses the Rust [regex crate] instead of Python's. Install it with "
             "`pip install -e \".[local]\"` or pip install pydantic[email] today.\n")
