@@ -139,10 +139,10 @@ def _window_quote(p: Passage, limit: int = WINDOW_WORDS, stop: int = 0,
     return text, (p.lines[0], taken[-1].lines[1]), word_count(text)
 
 
-
 def run_on_lines(p: Passage) -> tuple[int, int]:
     """The file lines a first quote of the passage covers, run on through its window."""
     return _window_quote(p)[1]
+
 
 # A question in parts ("Where are its docs, and will its startup code run?") gets a quote
 # for each part that the first quote leaves unanswered.
