@@ -18,7 +18,8 @@ from itertools import pairwise
 from typing import TYPE_CHECKING
 
 from rag.markup import version_marker
-from rag.passages import FACT, NAME_HEADING, is_labelled_fact, split_sentences
+from rag.passages import FACT, NAME_HEADING, is_labelled_fact
+from rag.prose import split_sentences
 from rag.questions import (
     MAX_PARTS,
     Part,

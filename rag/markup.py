@@ -52,14 +52,22 @@ adjacent unbounded quantifiers), so no line can make it slow.
 
 from __future__ import annotations
 
-import html
 import itertools
 import re
 from collections.abc import Sequence
 
+from rag.fences import (
+    closes_fence,
+    fence_run,
+    hidden_code_lines,
+    is_include,
+    is_session_fence,
+    myst_admonitions,
+    session_line,
+)
+
 SHORTCODE_MAX_LINES = 20  # a `{{<` not closed within this many lines is plain text
 
-_FENCE = re.compile(r" {0,3}(`{3,}|~{3,})")
 _LINK_DEFINITION = re.compile(
     r" {0,3}\[(?!\^)[^\[\]]+\]:[ \t]*(?:<[^<>]*>|\S+)"
     r"(?:[ \t]+(?:\"[^\"]*\"|'[^']*'|\([^()]*\)))?"
@@ -98,116 +106,7 @@ def version_marker(line: str) -> str:
     return marker_words(match) if match else ""
 
 
-def _fence_run(line: str) -> str:
-    match = _FENCE.match(line)
-    return match[1] if match else ""
-
-
-# A fenced block that shows a terminal session; FastAPI's docs colour its output with
-# HTML (rendered by termynal), which a reader never sees as text.
-_SESSION_LANGUAGES = frozenset({"console", "shell-session", "terminal"})
-_STYLE_TAG = re.compile(r"(?i)</?(?:font|span|u|b|i|strong|em)(?:\s[^<>]*)?>")
-
-
-def is_session_fence(line: str) -> bool:
-    """Whether a fence line opens a terminal-session block (```` ```console ````)."""
-    info = line.strip().lstrip("`~").strip().split(maxsplit=1)
-    return bool(info) and info[0].lower().strip("{}.") in _SESSION_LANGUAGES
-
-
-def session_line(line: str) -> str:
-    """A line of a terminal-session block as the terminal shows it: colouring tags
-    dropped, entities (&quot;) as their characters."""
-    if "<" in line:
-        line = _STYLE_TAG.sub("", line)
-    return html.unescape(line) if "&" in line else line
-
-
-# TypeScript twoslash markup inside code blocks (see the module docstring).
-_TWOSLASH_DIRECTIVE = re.compile(
-    r"//\s*@(?:errors|filename|noErrors|noErrorValidation|noErrorsCutted|include|showEmit"
-    r"|showEmittedFile|keepNotations|module|target|lib|strict|moduleResolution|jsx"
-    r"|esModuleInterop|allowJs|checkJs|types|noImplicitAny|declaration)\b.*"
-    r"|//\s*\^[?|]\s*")
-_CUT_BEFORE = frozenset({"// ---cut---", "// ---cut-before---"})
-
-
-def _closes(line: str, fence: str) -> bool:
-    """Whether the line closes the block its ``fence`` opened (a code block's, or a MyST
-    colon fence's)."""
-    run = _fence_run(line.lstrip()) or _colon_run(line)
-    return bool(run) and run[0] == fence[0] and len(run) >= len(fence) \
-        and not line.strip()[len(run):].strip()
-
-
-# MyST directives whose content is prose a reader sees in a box (other directives, such as
-# {code-block} python, stay code), and how Sphinx titles the version ones.
-_MYST_ADMONITION = re.compile(
-    r"\{(attention|caution|danger|error|hint|important|note|seealso|tip|warning|admonition"
-    r"|dropdown|topic|sidebar|margin|versionadded|versionchanged|versionremoved|deprecated)\}"
-    r"[ \t]*(.*)")
-_VERSION_DIRECTIVES = {"versionadded": "New in version", "versionchanged": "Changed in version",
-                       "versionremoved": "Removed in version", "deprecated": "Deprecated since version"}
 _MYST_NAME = re.compile(r"^\{[^{}]*\}\s*")  # {figure}, or Pandoc's {.callout-note}
-_DIRECTIVE_OPTION = re.compile(r":[\w-]+:(?:[ \t].*)?")
-
-
-def _colon_run(line: str) -> str:
-    """The run of colons that opens or closes a MyST colon fence (:::{note} ... :::)."""
-    stripped = line.lstrip()
-    run = stripped[:len(stripped) - len(stripped.lstrip(":"))]
-    return run if len(run) >= 3 and len(line) - len(stripped) <= 3 else ""
-
-
-def myst_admonitions(lines: Sequence[str]) -> dict[int, str]:
-    """The fence lines of MyST admonitions and the option lines after an opener, each with
-    what the page shows in its place ("" for none, an opener's argument or version title).
-    Their content lines are not in the map: they are prose."""
-    shown: dict[int, str] = {}
-    code = ""  # an open code block's fence
-    open_runs: list[str] = []  # fences of the admonitions open around this line
-    i = 0
-    while i < len(lines):
-        line = lines[i]
-        run = _fence_run(line.lstrip()) or _colon_run(line)
-        if code:
-            code = "" if run and _closes(line, code) else code
-        elif run and open_runs and _closes(line, open_runs[-1]):
-            shown[i] = ""
-            open_runs.pop()
-        elif run and (m := _MYST_ADMONITION.fullmatch(line.strip()[len(run):].strip())):
-            title = _VERSION_DIRECTIVES.get(m[1], "")
-            shown[i] = f"{title} {m[2].strip()}:" if title else m[2].strip()
-            open_runs.append(run)
-            while i + 1 < len(lines) and _DIRECTIVE_OPTION.fullmatch(lines[i + 1].strip()):
-                i += 1
-                shown[i] = ""
-        elif run and run[0] != ":":  # (a colon fence is no code block)
-            code = run
-        i += 1
-    return shown
-
-
-def hidden_code_lines(body: Sequence[str]) -> frozenset[int]:
-    """Which lines of a code block's body (the lines between its fences, 0-based) the page
-    does not show: whole-line file includes and TypeScript twoslash markup."""
-    hidden = {j for j, line in enumerate(body) if is_include(line, in_code=True)
-              or _TWOSLASH_DIRECTIVE.fullmatch(line.strip())}
-    marks = {j: line.strip() for j, line in enumerate(body) if "---cut" in line}
-    if not marks:
-        return frozenset(hidden)
-    cut = max((j for j, m in marks.items() if m in _CUT_BEFORE), default=-1)
-    hidden.update(range(cut + 1))
-    after = min((j for j, m in marks.items() if m == "// ---cut-after---"), default=len(body))
-    hidden.update(range(after, len(body)))
-    start = -1
-    for j, mark in sorted(marks.items()):
-        if mark == "// ---cut-start---":
-            start = j
-        elif mark == "// ---cut-end---" and start >= 0:
-            hidden.update(range(start, j + 1))
-            start = -1
-    return frozenset(hidden)
 
 
 class _Scanner:
@@ -236,7 +135,7 @@ class _Scanner:
         if i in self.admonitions:
             return self.admonitions[i]
         if self.fence:
-            if _closes(line, self.fence) and _fence_run(line):
+            if closes_fence(line, self.fence) and fence_run(line):
                 self.fence = ""
                 return line
             if i in self.hidden:
@@ -248,9 +147,9 @@ class _Scanner:
         text = self._comments(self._shortcodes(line, i))
         if not text.strip():
             return ""
-        if self.fence == "" and (run := _fence_run(text)):
+        if self.fence == "" and (run := fence_run(text)):
             self.fence, self.session = run, is_session_fence(text)
-            body = list(itertools.takewhile(lambda line: not _closes(line, run),
+            body = list(itertools.takewhile(lambda line: not closes_fence(line, run),
                                             itertools.islice(self.lines, i + 1, None)))
             self.hidden = frozenset(i + 1 + j for j in hidden_code_lines(body))
             return text
@@ -356,15 +255,6 @@ class _Scanner:
 def is_anchor_line(line: str) -> bool:
     """A line that only anchors a cross-reference or sets its block's attributes."""
     return bool(_ANCHOR_LINE.fullmatch(line.strip()))
-
-
-def is_include(line: str, in_code: bool = False) -> bool:
-    """A whole-line file include: ``{* app.py hl[3] *}``, ``{!> app.js!}``, ``--8<-- "x"``;
-    in a code block only the last two (``{* x *}`` is a comment there in Smarty)."""
-    stripped = line.strip()
-    braced = stripped[:2] in (("{!",) if in_code else ("{*", "{!")) \
-        and stripped[-2:] == stripped[1] + "}"
-    return braced or stripped.startswith("--8<--")
 
 
 def _drop_between(text: str, opener: str, closer: str) -> str:

@@ -1,6 +1,6 @@
-"""Quotable units of a chunk's Markdown: blocks (prose, list items, table rows, code) and
-sentences, each with the chunk lines it came from (what a sentence ending in ":" brings
-with it is rag.quoting's part).
+"""Quotable units of a chunk's Markdown: blocks (prose, list items, table rows, code),
+each with the chunk lines it came from. rag.prose splits them into sentences; what a
+sentence ending in ":" brings with it is rag.quoting's part.
 
 Never quotable: docs-generator markup (see :func:`is_markup_line`; a shared markup
 module may replace it), paragraphs that carry evidence-block markup or address the
@@ -11,23 +11,24 @@ label check are the guarantees), fragments and sentences cut short.
 from __future__ import annotations
 
 import re
-import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from rag.inline import clean_inline, row_text, show_links, show_shortcodes, table_cells
+from rag.fences import (
+    hidden_code_lines,
+    is_include,
+    is_session_fence,
+    myst_admonitions,
+    session_line,
+)
+from rag.inline import clean_inline, show_links, show_shortcodes, table_cells
 from rag.markup import (
     ANY_FENCE,
     CODE_SPAN,
     VERSION_SHORTCODE,
     code_continuation,
-    hidden_code_lines,
     is_anchor_line,
-    is_include,
-    is_session_fence,
     marker_words,
-    myst_admonitions,
-    session_line,
     version_marker,
 )
 
@@ -39,8 +40,9 @@ BULLET = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s+")  # a list item's marker
 _HEADING = re.compile(r"^#{1,6}\s+(.*?)\s*(?:\{\s*#[^}]*\})?\s*#*\s*$")
 _ANCHOR = re.compile(r"\s*\{\s*#[^}]*\}")
 # Lines that are docs-generator markup, not content: admonition and tab markers (/// note,
-# !!! tip, === "pip", ::: info, MDC's ::tip), Hugo shortcodes, Liquid tags, link definitions, bare HTML tags (and,
-# as rag.markup says, cross-reference anchors, block attributes and file includes).
+# !!! tip, === "pip", ::: info, MDC's ::tip), Hugo shortcodes, Liquid tags, link
+# definitions, bare HTML tags (and, as rag.markup says, cross-reference anchors, block
+# attributes and file includes).
 _MARKUP_LINE = re.compile(
     r"^(?:/{3,}.*|[!?]{3}.*|={3}[!+]?\s+\".*|:{3,}.*|::(?:[A-Za-z][\w-]*(?:\{[^{}]*\})?)?\s*"
     r"|\{\{[<%].*[%>]\}\}|(?:\{%[^{}]*%\}\s*)+|\[[^\]]+\]:\s*\S+.*"
@@ -58,24 +60,7 @@ _ADDRESSED = re.compile(
     r"instructions|you\s+are\s+(?:now\s+)?an?\s+(?:helpful\s+)?(?:ai\s+)?assistant|"
     r"from\s+now\s+on,?\s+you|system\s+(?:note|prompt)|do\s+not\s+mention|cite\s+e\d+)\b"
 )
-# A sentence ends at ".", "!" or "?" before a space and a capital, code or a quote, but not
-# after "e.g." or "i.e." ("names (e.g. `robots.txt`) or ...") or "vs." and "cf.".
-_SENTENCE_END = re.compile(r"(?<=[.!?])(?<!\b[eE]\.g\.)(?<!\b[iI]\.e\.)(?<!\bvs\.)(?<!\bcf\.)\s+"
-                           r"(?=[A-Z0-9`\"'(\[*_])")
-_COMPLETE = re.compile(r"[.!?:;)\]\"'`*]$")
-# What may follow a sentence's last mark: emoji (and their variation selectors and joiners),
-# as in "...was added in FastAPI `0.102.0`. 🤓".
-_TRAILING_SYMBOLS = frozenset({"So", "Sk", "Mn", "Cf", "Zs"})
-
-
-def _complete(text: str) -> bool:
-    """Whether the sentence ends as a sentence does, emoji after its mark aside."""
-    end = len(text)
-    while end and unicodedata.category(text[end - 1]) in _TRAILING_SYMBOLS:
-        end -= 1
-    return bool(_COMPLETE.search(text[:end]))
 FACT = re.compile(r"\b(?:v?\d+\.\d+(?:\.\d+)?|\d{4}-\d{2}-\d{2})\b")
-MIN_WORDS = 4
 _DELIMITER_ROW = re.compile(r"\|?[ \t]*:?-+:?[ \t]*(?:\|[ \t]*:?-+:?[ \t]*)+\|?")
 # A section named by one identifier, flag or command ("## `date_from_datetime_inexact`",
 # "### `vite preview`", "## server.port", "## envPrefix", "### --save-dev, -D"), as in
@@ -86,7 +71,6 @@ NAME_HEADING = re.compile(r"^(?:`[^`]+`"
                           r"|[A-Za-z_][\w-]*(?:\.[A-Za-z_][\w-]*)+"  # server.port
                           r"|[a-z][a-z0-9]*(?:[A-Z][a-z0-9]*)*"  # base, envPrefix
                           r"|[a-z0-9]+(?:_[a-z0-9]+)+)$")  # max_tokens
-FACT_WORD = re.compile(r"\d|`[^`]+`")  # a number or a code word: a short sentence's fact
 # A list item that names an option and says what it does ("* `--dev (-D)`: Add package as
 # development dependency."): an entry of its own, like a definition-list term.
 _OPTION_ITEM = re.compile(r"^\s*[-*+]\s+`--?[\w-]+[^`]*`\s*:")
@@ -337,100 +321,3 @@ def read_blocks(text: str, first_line_is_file_start: bool = False) -> list[Block
         i += 1
     flush()
     return blocks
-
-
-@dataclass(frozen=True)
-class Sentence:
-    """A quotable sentence (or item, or row) with its place and what follows it."""
-
-    text: str
-    first: int  # 0-based chunk lines
-    last: int
-    block: int  # index into the chunk's blocks
-    ends_block: bool
-    continues: bool = False  # "...the prefix must not include": it finishes what came before
-
-
-def sentences(blocks: Sequence[Block]) -> list[Sentence]:
-    out: list[Sentence] = []
-    for b_index, block in enumerate(blocks):
-        if block.kind == "code":
-            continue
-        if block.kind != "prose":
-            text = row_text(block.lines[0], block.header) if block.kind == "row" else \
-                show_links(clean_inline(BULLET.sub("", block.lines[0]) + " "
-                                        + " ".join(block.lines[1:])))
-            if len(text.split()) >= MIN_WORDS - 1 or is_labelled_fact(text):
-                out.append(Sentence(text.strip(), block.first, block.last, b_index, True))
-            continue
-        # The first paragraph of a section named by an identifier ("### `port`", then "Dev
-        # server listening port") describes that option, however short it is.
-        describes = block.heading_line >= 0 and bool(NAME_HEADING.match(
-            block.heading.rsplit(" > ", 1)[-1].strip())) and (
-            b_index == 0 or blocks[b_index - 1].heading_line != block.heading_line)
-        starts: list[int] = []  # char offset where each line begins in the joined text
-        joined = ""
-        for line in block.lines:
-            starts.append(len(joined))
-            joined += line + " "
-        pos = 0
-        parts = _SENTENCE_END.split(joined.strip())
-        kept_previous = False  # whether the part before this one was kept
-        opening: tuple[str, int] | None = None  # a short first sentence, and its first line
-        for n, part in enumerate(parts):
-            at = joined.find(part, pos)
-            pos = at + len(part)
-            first = block.first + max(k for k, s in enumerate(starts) if s <= at)
-            last = block.first + max(k for k, s in enumerate(starts) if s < pos)
-            text = show_links(clean_inline(part.strip()))
-            ends = n == len(parts) - 1
-            if opening is not None:
-                text, first = f"{opening[0]} {text}", opening[1]
-                opening = None
-            elif (n == 0 and not ends and len(text.split()) < MIN_WORDS and _complete(text)
-                  and text[:1].isupper() and not text.endswith(":")):
-                # "Specify server port." opens an option's section: too short to quote
-                # alone, it is quoted with the sentence after it.
-                opening = (text, first)
-                continue
-            if (kept_previous and len(text.split()) < MIN_WORDS and FACT_WORD.search(text)
-                    and _complete(text) and not text[:1].islower()):
-                # "Default is `75`." is too short to quote alone, but it completes the
-                # sentence before it: quote it with that one.
-                prev = out[-1]
-                out[-1] = Sentence(f"{prev.text} {text}", prev.first, last, b_index, ends)
-                continue
-            kept_previous = False
-            # "...you write:" or "a new object would be created" opening a paragraph after a
-            # code block finishes the sentence that introduced the block: quotable as the
-            # rest of that quote, never as a quote's start.
-            continues = n == 0 and (text.startswith(("...", "…")) or text[:1].islower()
-                                    and b_index > 0 and (blocks[b_index - 1].kind == "code"
-                                                         or block.after_include))
-            # A short one ("...you write:") is kept only for the code it introduces.
-            shows_code = b_index + 1 < len(blocks) and blocks[b_index + 1].kind == "code"
-            # "To install `ruff`:" or "Valid values include:" is short, but the code or list
-            # it brings is the answer ("For example:" or "JSON:" says too little to stand for
-            # the code after it).
-            brings = blocks[b_index + 1].kind if ends and b_index + 1 < len(blocks) else ""
-            names_it = bool(FACT_WORD.search(text))  # a code word or number
-            leads_in = text.endswith(":") and (
-                (brings == "code" and names_it)
-                or (brings == "item" and (names_it or len(text.split()) >= MIN_WORDS - 1)))
-            # "**Default**: `None`" alone in its paragraph states a value, as the item would.
-            labelled = ends and n == 0 and (is_labelled_fact(text) or describes and len(
-                text.split()) >= 2 and text[:1].isupper())
-            if not labelled and (
-                    len(text.split()) < (2 if continues and shows_code or leads_in else MIN_WORDS)
-                    or not _complete(text)
-                    or (text[:1].islower() or text.startswith(("...", "…"))) and not continues):
-                continue  # a fragment, or a sentence cut short
-            out.append(Sentence(text, first, last, b_index, ends, continues))
-            kept_previous = True
-    return out
-
-
-def split_sentences(text: str) -> list[str]:
-    """The sentences of a chunk's Markdown that a quote can start with, verbatim (code,
-    markup and "...and then" continuations skipped)."""
-    return [s.text for s in sentences(read_blocks(text)) if not s.continues]

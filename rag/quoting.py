@@ -1,6 +1,6 @@
 """What a quoted sentence brings with it: the code block, list or table that a sentence
 ending in ':' introduces (or a short usage block right after a paragraph), and the quote's
-text and last line. rag.passages finds the sentences; rag.scoring scores them."""
+text and last line. rag.prose finds the sentences; rag.scoring scores them."""
 
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ import re
 from collections.abc import Sequence
 
 from rag.inline import clean_inline, show_links
-from rag.passages import Block, Sentence
+from rag.passages import Block
+from rag.prose import Sentence
 
 MAX_CODE_LINES = 10  # non-blank lines of a code block quoted, at most
 MAX_ITEMS = 6

@@ -1,10 +1,11 @@
 """Scoring evidence sentences against a question, for extractive answers and abstention.
 
-Evidence chunks are read into quotable sentences with their lines (rag/passages.py), and
-every sentence is scored against the question: the embedder's cosine, an overlap of
-stemmed content words (over the sentence and the window it runs on into), the heading
-path, and whether it holds the kind of thing the question asks for. A question in parts
-also gets a match per part. rag/extractive.py chooses what to quote from these scores.
+Evidence chunks are read into quotable sentences with their lines (rag/passages.py,
+rag/prose.py), and every sentence is scored against the question: the embedder's cosine,
+an overlap of stemmed content words (over the sentence and the window it runs on into),
+the heading path, and whether it holds the kind of thing the question asks for. A question
+in parts also gets a match per part. rag/extractive.py chooses what to quote from these
+scores.
 """
 
 from __future__ import annotations
@@ -18,16 +19,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from rag.passages import (
-    BULLET,
-    FACT,
-    NAME_HEADING,
-    Block,
-    Sentence,
-    is_labelled_fact,
-    read_blocks,
-    sentences,
-)
+from rag.passages import BULLET, FACT, NAME_HEADING, Block, is_labelled_fact, read_blocks
+from rag.prose import Sentence, sentences
 from rag.questions import Part, answer_kinds, defined_terms, query_terms, question_parts
 from rag.questions import terms as _terms
 from rag.quoting import attachment, quote

@@ -6,7 +6,7 @@ import pytest
 
 from rag.markup import clean_markup, code_continuation, display_line, display_lines
 from rag.passages import read_blocks
-from rag.passages import sentences as passage_sentences
+from rag.prose import sentences as passage_sentences
 
 
 @pytest.mark.parametrize("line, shown", [

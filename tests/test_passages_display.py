@@ -7,7 +7,8 @@ from hypothesis import strategies as st
 
 from rag.embedding import FakeEmbedder
 from rag.markup import code_continuation
-from rag.passages import read_blocks, sentences, split_sentences
+from rag.passages import read_blocks
+from rag.prose import sentences, split_sentences
 from rag.quoting import attachment, quote
 from tests.test_extractive import answer, evidence, lines_of
 
