@@ -80,7 +80,7 @@ CHUNK_RULES = 10
 # match the same characters next to each other, so each runs in linear time; trailing
 # blanks and closing `#`s are removed in code instead.
 _ATX = re.compile(r" {0,3}(#{1,6})(?:[ \t]+(.*))?")
-_ATTRIBUTES = re.compile(r"\{[ \t]*[#.][^{}]*\}")
+_ATTRIBUTES = re.compile(r"\{[ \t]*(?:[#.][^{}]*|/\*[^{}]*\*/[ \t]*)\}")  # {#id}, MDX {/*id*/}
 _FENCE_OPEN = re.compile(r" {0,3}(`{3,}|~{3,})(.*)")
 _FENCE_CLOSE = re.compile(r" {0,3}(`{3,}|~{3,})[ \t]*")
 _SETEXT = re.compile(r" {0,3}(?:=+|-+)[ \t]*")
@@ -259,7 +259,8 @@ def _same(a: str, b: str) -> bool:
 
 
 def _heading_name(raw: str) -> str:
-    """Heading text without blanks around it and without a trailing ``{ #id }`` block."""
+    """Heading text without blanks around it and without a trailing ``{ #id }`` block (or
+    the ``{/*id*/}`` comment that MDX docs such as React's give a heading its id with)."""
     name = raw.strip()
     brace = name.rfind("{") if name.endswith("}") else -1
     if brace >= 0 and _ATTRIBUTES.fullmatch(name, brace):

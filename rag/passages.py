@@ -38,7 +38,7 @@ _OPTION = re.compile(r"^\s*(?:-\w,\s+)?--?[\w][\w.-]*(?:[ =][\w<>\[\]|.-]+)?\s{2
 MIN_OPTIONS = 3
 BULLET = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s+")  # a list item's marker
 _HEADING = re.compile(r"^#{1,6}\s+(.*?)\s*(?:\{\s*#[^}]*\})?\s*#*\s*$")
-_ANCHOR = re.compile(r"\s*\{\s*#[^}]*\}")
+_ANCHOR = re.compile(r"\s*\{\s*(?:#[^}]*|/\*[^}]*?\*/\s*)\}")  # {#id}, MDX's {/*id*/}
 # Lines that are docs-generator markup, not content: admonition and tab markers (/// note,
 # !!! tip, === "pip", ::: info, MDC's ::tip), Hugo shortcodes, Liquid tags, link
 # definitions, bare HTML tags (and, as rag.markup says, cross-reference anchors, block

@@ -62,8 +62,9 @@ def check_invariants(text: str, chunks: list[Chunk]) -> None:
 
 
 def test_atx_heading_paths_nest_and_pop() -> None:
-    text = "# A\n\na\n\n## B ##\n\nb\n\n### C\n\nc\n\n## D\n\nd\n\n# E {#e-id}\n\ne\n"
-    assert headings(text) == ["A", "A > B", "A > B > C", "A > D", "E"]
+    text = ("# A\n\na\n\n## B ##\n\nb\n\n### C\n\nc\n\n## D\n\nd\n\n# E {#e-id}\n\ne\n\n"
+            "## `useMemo(fn, deps)` {/*usememo*/}\n\nf\n")  # an id as MDX docs give it
+    assert headings(text) == ["A", "A > B", "A > B > C", "A > D", "E", "E > `useMemo(fn, deps)`"]
 
 
 def test_atx_heading_edge_cases() -> None:

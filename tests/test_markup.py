@@ -230,3 +230,8 @@ def test_myst_admonitions_show_their_content_as_prose_and_code_stays_code() -> N
         "Colon fences hold prose too."]
     code = [b.lines for b in read_blocks(text) if b.kind == "code"]
     assert code == [("x = 1",), ("y = 2",)]
+
+
+def test_an_mdx_comment_giving_a_heading_its_id_is_not_part_of_the_heading() -> None:
+    blocks = read_blocks("## Caveats {/*caveats*/}\n\nCall it at the top level of a component.\n")
+    assert [b.heading for b in blocks] == ["Caveats"]
