@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from rag.fences import (
+    closes_fence,
     hidden_code_lines,
     is_include,
     is_session_fence,
@@ -104,20 +105,20 @@ def _unquoted(lines: Sequence[str]) -> list[str]:
     """The lines without blockquote markers, except inside a code block opened outside a
     blockquote: there ">>> x" is a Python prompt, not a quote."""
     out: list[str] = []
-    fence, quoted = "", False  # the open fence's marker, and whether it sits in a quote
+    fence, quoted = "", False  # the open fence's run, and whether it sits in a quote
     for line in lines:
         if fence and not quoted:
             out.append(line)
-            if line.strip().startswith(fence):
+            if closes_fence(line, fence):
                 fence = ""
             continue
         shown = _unquote(line)
         out.append(shown)
         opens = ANY_FENCE.match(shown)
-        if fence and shown.strip().startswith(fence):
+        if fence and closes_fence(shown, fence):
             fence = ""
         elif not fence and opens:
-            fence, quoted = opens.group(1)[0] * 3, shown != line
+            fence, quoted = opens.group(1), shown != line
     return out
 
 
@@ -250,9 +251,8 @@ def read_blocks(text: str, first_line_is_file_start: bool = False) -> list[Block
         fence = ANY_FENCE.match(line)
         if fence:
             flush()
-            mark = fence.group(1)[0] * 3
             j = i + 1
-            while j < len(raw) and not raw[j].strip().startswith(mark):
+            while j < len(raw) and not closes_fence(raw[j], fence.group(1)):
                 j += 1
             # Code is quoted as written (an HTML template keeps its tags); only a terminal
             # session is shown without the tags that colour it.

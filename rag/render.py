@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from rag.fences import closes_fence
 from rag.inline import outside_code
 from rag.markup import ANY_FENCE
 from rag.terminal import one_line as safe
@@ -82,7 +83,7 @@ def statement_lines(text: str, labels: str) -> list[Line]:
         code = bool(fence) or bool(opens)
         if opens and not fence:
             fence = opens.group(1)
-        elif fence and line.strip().startswith(fence) and not line.strip(fence[0]).strip():
+        elif fence and closes_fence(line, fence):
             fence = ""
         shown = safe(line) if code else safe(_unemphasised(line))
         out.append([(f"{CONTINUATION if n else ''}{shown}", "" if code else "bold")])
