@@ -10,7 +10,7 @@ import re
 from dataclasses import dataclass
 
 from rag.passages import FACT
-from rag.text import STOPWORDS, parts, stem, tokens
+from rag.text import STOPWORDS, camel_words, parts, stem, tokens
 
 __all__ = ["Part", "answer_kinds", "asks_when", "defined_terms", "query_terms", "question_parts",
            "terms"]
@@ -61,17 +61,7 @@ def terms(text: str) -> set[str]:
     names the setting matches a question that asks in words. A question's own identifiers
     stay whole (query_terms): it names the exact thing, not its words."""
     found = {s for t in tokens(text) if t not in STOPWORDS for s in _stems(t) + _word_parts(t)}
-    return found | _camel_parts(text) if _CAMEL.search(text) else found
-
-
-# A camelCase identifier (devDependencies, envPrefix, TemplateResponse), read as its words.
-_CAMEL = re.compile(r"\b[A-Za-z][a-z0-9]+(?:[A-Z][a-z0-9]+)+\b")
-_HUMP = re.compile(r"[A-Z]?[a-z0-9]+")
-
-
-def _camel_parts(text: str) -> set[str]:
-    return {stem(h) for name in _CAMEL.findall(text) for h in map(str.lower, _HUMP.findall(name))
-            if len(h) > 1 and h not in STOPWORDS}
+    return found | {stem(w) for w in camel_words(text) if len(w) > 1 and w not in STOPWORDS}
 
 
 def _word_parts(tok: str) -> list[str]:

@@ -81,6 +81,19 @@ def content_words(text: str) -> set[str]:
     }
 
 
+# A camelCase identifier (devDependencies, envPrefix, TemplateResponse) and its humps.
+_CAMEL = re.compile(r"\b[A-Za-z][a-z0-9]+(?:[A-Z][a-z0-9]+)+\b")
+_HUMP = re.compile(r"[A-Z]?[a-z0-9]+")
+
+
+def camel_words(text: str) -> list[str]:
+    """The case-folded words of the camelCase identifiers in ``text`` (``devDependencies``
+    -> ``dev``, ``dependencies``); tokens() keeps such an identifier whole."""
+    if not _CAMEL.search(text):
+        return []
+    return [h.lower() for name in _CAMEL.findall(text) for h in _HUMP.findall(name)]
+
+
 def parts(word: str) -> list[str]:
     """The alphanumeric pieces of an identifier: ``fastapi-cli`` -> ``fastapi``, ``cli``."""
     return _PARTS.findall(word)
