@@ -119,11 +119,12 @@ def _role(name: str, text: str) -> str:
     text = text.strip()
     if name in ("octicon", "fa", "icon"):
         return ""
+    code = bool(_CODE_ROLE.match(name))
     if text.endswith(">") and " <" in text:  # an explicit title
         text = text[:text.rindex(" <")].strip()
-    elif _CODE_ROLE.match(name):
+    elif code:  # "~a.B" shows "B", "!a.B" shows "a.B" unlinked
         text = text.lstrip("!~").rsplit(".", 1)[-1] if text.startswith("~") else text.lstrip("!")
-    return f"`{text}`" if _CODE_ROLE.match(name) else text
+    return f"`{text}`" if code else text
 
 
 # One inline element closing where the next opens ("`onMounted`</span><span
