@@ -284,9 +284,11 @@ def choose(question: str, passages: Sequence[Passage]) -> list[Quote]:
     parts = question_parts(question)
     best = max(first, key=first_score)
     usable.remove(best)
-    if not asks_when(question):  # a changelog entry adds to an answer only about versions
-        usable = [p for p in usable if not is_release_note(p.evidence.chunk.source_path,
-                                                            p.heading)]
+    # A further quote says something itself: no sentence that only points elsewhere, and a
+    # changelog entry only in an answer about versions.
+    dates = asks_when(question)
+    usable = [p for p in usable if not _points_elsewhere(p) and (
+        dates or not is_release_note(p.evidence.chunk.source_path, p.heading))]
     usable.insert(0, best)
     defines = defined_terms(question)  # a sentence saying what X is needs no lead-in
     lead = [] if defines and defines_term(best.sentence.text, defines) else _section_lead(
@@ -314,8 +316,8 @@ def choose(question: str, passages: Sequence[Passage]) -> list[Quote]:
     for p in usable[1:]:
         if len(chosen) >= EXTRACTIVE_STATEMENTS or p.answer < RELATIVE_FLOOR * best.answer:
             break
-        if p.lexical < SECOND_LEXICAL or _points_elsewhere(p):
-            continue  # a further quote must match the question by its own words, and say it
+        if p.lexical < SECOND_LEXICAL:
+            continue  # a further quote must match the question by its own words
         new = (p.terms & query) - covered
         if words + p.words > ANSWER_WORDS or len(new) < MIN_NEW_TERMS or sum(
                 p.idf.get(t, 0.0) for t in new) < MIN_NEW:
