@@ -73,7 +73,7 @@ HEADING_SEPARATOR = " > "
 # Raised whenever the rules change what chunks a file gives or what of a chunk is embedded
 # (rag.markup's display); an index built under other rules re-chunks every file on the
 # next `rag index`, keeping a vector only where its chunk embeds the very same text.
-CHUNK_RULES = 10
+CHUNK_RULES = 11
 
 # Patterns are applied to single lines with fullmatch/match; cheap first-character checks
 # in _scan keep most lines away from them. None has two unbounded quantifiers that can

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 from rag.inline import clean_inline, row_text, show_links
 from rag.passages import BULLET, NAME_HEADING, Block, is_labelled_fact, read_blocks
+from rag.text import leads_in
 
 # A sentence ends at ".", "!" or "?" before a space and a capital, code or a quote, but not
 # after "e.g." or "i.e." ("names (e.g. `robots.txt`) or ...") or "vs." and "cf.".
@@ -89,7 +90,7 @@ def sentences(blocks: Sequence[Block]) -> list[Sentence]:
                 text, first = f"{opening[0]} {text}", opening[1]
                 opening = None
             elif (n == 0 and not ends and len(text.split()) < MIN_WORDS and _complete(text)
-                  and text[:1].isupper() and not text.endswith(":")):
+                  and text[:1].isupper() and not leads_in(text)):
                 # "Specify server port." opens an option's section: too short to quote
                 # alone, it is quoted with the sentence after it.
                 opening = (text, first)
@@ -115,14 +116,14 @@ def sentences(blocks: Sequence[Block]) -> list[Sentence]:
             # the code after it).
             brings = blocks[b_index + 1].kind if ends and b_index + 1 < len(blocks) else ""
             names_it = bool(FACT_WORD.search(text))  # a code word or number
-            leads_in = text.endswith(":") and (
+            lead = leads_in(text) and (
                 (brings == "code" and names_it)
                 or (brings == "item" and (names_it or len(text.split()) >= MIN_WORDS - 1)))
             # "**Default**: `None`" alone in its paragraph states a value, as the item would.
             labelled = ends and n == 0 and (is_labelled_fact(text) or describes and len(
                 text.split()) >= 2 and text[:1].isupper())
             if not labelled and (
-                    len(text.split()) < (2 if continues and shows_code or leads_in else MIN_WORDS)
+                    len(text.split()) < (2 if continues and shows_code or lead else MIN_WORDS)
                     or not _complete(text)
                     or (text[:1].islower() or text.startswith(("...", "…"))) and not continues):
                 continue  # a fragment, or a sentence cut short

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from rag.inline import clean_inline, show_links
 from rag.passages import Block
 from rag.prose import Sentence
+from rag.text import leads_in
 
 MAX_CODE_LINES = 10  # non-blank lines of a code block quoted, at most
 MAX_ITEMS = 6
@@ -24,7 +25,7 @@ def attachment(blocks: Sequence[Block], sentence: Sentence) -> list[tuple[Block,
     prose lead-in ending in ':' plus what that introduces), as (block, lines kept)."""
     if not sentence.ends_block or blocks[sentence.block].kind == "row":
         return []  # ":x:" ends a row, introduces nothing
-    if not sentence.text.endswith(":"):
+    if not leads_in(sentence.text):
         # A paragraph followed at once by a short code block shows it ("Create a project.
         # ```hugo new project [path]```"): a usage line, not an example to read on to.
         nxt = blocks[sentence.block + 1] if sentence.block + 1 < len(blocks) else None
@@ -35,7 +36,7 @@ def attachment(blocks: Sequence[Block], sentence: Sentence) -> list[tuple[Block,
     out: list[tuple[Block, int]] = []
     j = sentence.block + 1
     if j < len(blocks) and blocks[j].kind == "prose" and len(blocks[j].lines) <= 2 and \
-            blocks[j].lines[-1].endswith(":") and j + 1 < len(blocks) and \
+            leads_in(blocks[j].lines[-1]) and j + 1 < len(blocks) and \
             blocks[j + 1].kind in ("code", "item", "row"):
         out.append((blocks[j], len(blocks[j].lines)))
         j += 1

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from typing import NamedTuple
 
 from rag.sentences import split_line
+from rag.text import leads_in
 
 MAX_CHARS_PER_TOKEN = 8  # MiniLM word-pieces in real docs: 3 chars on average, 6.4 at most
 
@@ -146,7 +147,7 @@ class Sizer:
         if not groups or len(groups[-1]) < 2 or item.cols is not None:
             return None
         last = groups[-1][-1]
-        if last.cols is not None or not self.lines[last.end].rstrip().endswith(":") \
+        if last.cols is not None or not leads_in(self.lines[last.end]) \
                 or last.tokens + cost > self.max_tokens:  # cost holds the gap between them
             return None
         return groups[-1].pop()

@@ -8,6 +8,7 @@ means the same thing in each of them.
 * :func:`stem`: the Snowball English stemmer (PyStemmer) for ranking, where recall matters
   more than predictability.
 * :data:`STOPWORDS`: function words and answer boilerplate, which prove nothing.
+* :func:`leads_in`: whether a paragraph ends by introducing what follows it.
 """
 
 from __future__ import annotations
@@ -118,3 +119,13 @@ def word_count(text: str) -> int:
     """Words as a reader counts them: whitespace-separated, code included, a code fence
     (a run of backticks) not."""
     return sum(1 for word in text.split() if word.strip("`"))
+
+
+# "...can be set to `'json'`:" or, as some docs write it, "For example, the following
+# configuration...": a paragraph that ends so introduces the code block or list after it.
+_LEAD_IN = re.compile(r"(?::|\w[`*_)\]'\"]*(?:\.\.\.|…))$")
+
+
+def leads_in(text: str) -> bool:
+    """Whether text ends by introducing what follows: in ":" or in an ellipsis after a word."""
+    return bool(_LEAD_IN.search(text.rstrip()))

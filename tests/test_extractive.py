@@ -66,6 +66,20 @@ def test_a_sentence_ending_in_a_colon_brings_the_code_it_introduces() -> None:
     assert "```console" in lines_of(shown[0], quotes[0])  # the cited lines hold the code
 
 
+def test_a_sentence_ending_in_an_ellipsis_brings_the_code_it_introduces() -> None:
+    # HTTPX's docs (and SvelteKit's) lead into an example with "..." where others write ":".
+    text = ("# Logging\n\nYou can use Python's standard logging to see what the client does on "
+            "the network.\n\nFor example, the following logging configuration...\n\n"
+            "```python\nimport logging\nimport httpx\n\nlogging.basicConfig(level=logging.DEBUG)\n"
+            "httpx.get('https://www.example.com')\n```\n\n"
+            "Will send debug level output to the console.")
+    shown = [evidence("E1", text, path="logging.md", start=1)]
+    statements, quotes = answer("How do I turn on debug logging?", shown, FakeEmbedder())
+    quoted = " ".join(s for s, _ in statements)
+    assert "level=logging.DEBUG" in quoted
+    assert "level=logging.DEBUG" in lines_of(shown[0], quotes[0])
+
+
 def test_the_words_after_an_included_code_file_finish_the_sentence_before_it() -> None:
     # The docs show code from a file ("{* app.py *}") between a sentence and its end.
     text = ("## Other values\n\nThe response model can hold lists of items as well.\n\n"
