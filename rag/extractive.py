@@ -192,7 +192,8 @@ def _next_section(best: Passage, end: int, passages: Sequence[Passage]) -> Passa
 
 
 # A sentence that opens by pointing back at the one before it.
-_REFERS_BACK = re.compile(r"(?i)^(?:so|then|thus|therefore|that\s+way|this\s+way|with\s+th(?:at|is)"
+_REFERS_BACK = re.compile(r"(?i)^(?:so|then|thus|therefore|hence|consequently|as\s+a\s+result"
+                          r"|that\s+way|this\s+way|with\s+th(?:at|is)"
                           r"|in\s+th(?:at|is)\s+case|because\s+of\s+th(?:at|is)|that|this|these"
                           r"|those|it|and|but)\b")
 LEAD_WORDS = 30  # a section's opening this short before the best sentence is quoted too

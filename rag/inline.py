@@ -48,11 +48,12 @@ def _entity(match: re.Match[str]) -> str:
 
 # Inline links show their text: [text](url), [text][ref], [text][] and Hugo's [term](g).
 # Its text may hold a code span with brackets: "[`[project.scripts]`](url)"; its target may
-# be a Liquid or Jinja expression: "[options]({{ '/docs/x/' | relative_url }})". An image
+# be a Liquid or Jinja expression, or start with one: "[options]({{ '/docs/x/' | relative_url }})",
+# "[#1114]({{ site.repository }}/issues/1114)". An image
 # ("![logo](logo.png)") keeps its markup.
 _INLINE_LINK = re.compile(r"(?<![!\\])\[((?:`[^`\n]*`|[^\[\]\n`])+)\]"
                           r"(?:\([^()\s]*(?:\s+\"[^\"]*\")?\)|\[[^\[\]\n]*\]"
-                          r"|\(\{\{[^{}\n]*\}\}\)|\(\{%[^{}\n]*%\}\))")  # ({{ x | url }})
+                          r"|\(\{\{[^{}\n]*\}\}[^()\s]*\)|\(\{%[^{}\n]*%\}[^()\s]*\))")  # ({{ x }}/a)
 _CELL_SPLIT = re.compile(r"(?<!\\)\|")  # a pipe, unless escaped (GFM: "\|" inside a cell)
 _ESCAPE = re.compile(r"\\([!-/:-@\[-`{-~])")  # a Markdown backslash escape
 

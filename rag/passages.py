@@ -39,6 +39,7 @@ _OPTION = re.compile(r"^\s*(?:-\w,\s+)?--?[\w][\w.-]*(?:[ =][\w<>\[\]|.-]+)?\s{2
 MIN_OPTIONS = 3
 BULLET = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s+")  # a list item's marker
 _HEADING = re.compile(r"^#{1,6}\s+(.*?)\s*(?:\{\s*#[^}]*\})?\s*#*\s*$")
+_HTML_HEADING = re.compile(r"(?i)<h[1-6]\b[^>]*>.*</h[1-6]>")
 _ANCHOR = re.compile(r"\s*\{\s*(?:#[^}]*|/\*[^}]*?\*/\s*)\}")  # {#id}, MDX's {/*id*/}
 # Lines that are docs-generator markup, not content: admonition and tab markers (/// note,
 # !!! tip, === "pip", ::: info, MDC's ::tip), Hugo shortcodes, Liquid tags, link
@@ -76,8 +77,9 @@ NAME_HEADING = re.compile(r"^(?:`[^`]+`"
 # development dependency."): an entry of its own, like a definition-list term.
 _OPTION_ITEM = re.compile(r"^\s*[-*+]\s+`--?[\w-]+[^`]*`\s*:")
 # A short item or paragraph that states one value ("Default: `5173`", "**Type**: `boolean`",
-# "Since: 0.110"), as option pages give them.
-_LABELLED_FACT = re.compile(r"^([*_]{0,2})\w[\w ]*(?::\1|\1:)\s+(?:`[^`]+`|\d\S*)$")
+# "Since: 0.110", "Default: **2**"), as option pages give them.
+_LABELLED_FACT = re.compile(
+    r"^([*_]{0,2})\w[\w ]*(?::\1|\1:)\s+(?:`[^`]+`|\d\S*|([*_]{1,2})[^*_\s][^*_]*\2)$")
 
 
 def is_labelled_fact(text: str) -> bool:
@@ -316,6 +318,10 @@ def read_blocks(text: str, first_line_is_file_start: bool = False) -> list[Block
                 blocks[-1] = replace(blocks[-1], entry=True, group=i)
             i = j
             continue
+        elif _HTML_HEADING.fullmatch(line):  # a note's "<h5>Title</h5>": not the first
+            flush()                           # words of the paragraph below it
+            current.append(i)
+            flush()
         else:
             current.append(i)
         i += 1

@@ -531,6 +531,22 @@ def test_a_sentence_that_points_back_is_quoted_with_the_one_before_it() -> None:
     assert quotes[0] == (3, 3)  # one line: the paragraph is written on one line
 
 
+def test_a_consequence_is_quoted_with_its_cause_but_not_with_the_note_title() -> None:
+    # Jekyll's notes: an HTML title, then "X. As a result, Y." on one line.
+    text = ("## Front matter\n\nPages, posts and documents of every collection can set their "
+            "own permalink in front matter, which wins over the permalink style set for the "
+            "whole site in the configuration file.\n\n"  # too long to open the quote
+            '<div class="note info">\n<h5>Specifying permalinks through the front matter</h5>\n'
+            "<p>Built-in permalink styles are not recognized in front matter. As a result, "
+            "<code>permalink: pretty</code> will not work.</p>\n</div>\n")
+    statements, quotes = answer("Why does permalink: pretty not work in my page?",
+                                [evidence("E1", text, path="permalinks.md", start=100)])
+    quoted = statements[0][0]
+    assert quoted == ("Built-in permalink styles are not recognized in front matter. "
+                      "As a result, `permalink: pretty` will not work.")
+    assert quotes[0] == (106, 106)
+
+
 def test_a_list_item_is_never_pulled_in_by_a_sentence_that_points_back() -> None:
     text = ("## Router\n\nEach router declares, for all of its path operations, the shared "
             "tags, responses, dependencies, callbacks, and a prefix that ends its path, so "
@@ -811,3 +827,15 @@ def test_a_quote_runs_on_up_to_a_sentence_that_only_points_elsewhere() -> None:
     statements, quotes = answer("How do I test WebSockets?", [evidence("E1", text)])
     assert statements == [(says, ["E1"])]
     assert quotes == [(3, 3)]
+
+
+def test_an_option_whose_default_is_written_in_bold_is_quoted_with_it() -> None:
+    # pnpm's settings pages write "* Default: **2**" where others write "Default: `2`".
+    text = ("### fetchRetries\n\n* Default: **2**\n* Type: **Number**\n\n"
+            "How many times to retry if pnpm fails to fetch from the registry.\n")
+    statements, quotes = answer("How many times does pnpm retry a failed fetch by default?",
+                                [evidence("E1", text, path="settings/network.md", start=92)],
+                                FakeEmbedder())
+    quoted = statements[0][0]
+    assert quoted.startswith("fetchRetries: Default: **2**")
+    assert "How many times to retry" in quoted and quotes[0] == (92, 97)

@@ -112,9 +112,11 @@ def test_myst_roles_show_their_title_target_or_code_as_the_page_does() -> None:
 def test_a_link_whose_target_is_a_template_expression_shows_its_text() -> None:
     text = ("Use the `--port` argument, as described in the [serve command options]"
             "({{ '/docs/configuration/options/' | relative_url }}) or [the docs]"
-            "({% link _docs/x.md %}).\n")
+            "({% link _docs/x.md %}).\n"
+            "Fix pagination on Windows ([#1063]({{ site.repository }}/issues/1063)).\n")
     assert split_sentences(text) == [
-        "Use the `--port` argument, as described in the serve command options or the docs."]
+        "Use the `--port` argument, as described in the serve command options or the docs.",
+        "Fix pagination on Windows (#1063)."]
 
 
 def test_e_g_and_i_e_never_end_a_sentence() -> None:
