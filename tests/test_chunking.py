@@ -23,7 +23,7 @@ CORPORA = [SHARED_CORPORA / "fastapi", SHARED_CORPORA / "hugo"]
 # More docs sets of other shapes (MkDocs, Docusaurus, VitePress, MkDocs Material, Hugo), kept in
 # the repo (evals/README.md).
 EVAL_CORPORA = [REPO / "evals" / "corpora" / name
-                for name in ("pydantic", "prettier", "vite", "uv", "poetry")]
+                for name in ("pydantic", "prettier", "vite", "uv", "poetry", "httpx", "pnpm")]
 
 
 def words(text: str) -> int:
