@@ -120,8 +120,11 @@ def sentences(blocks: Sequence[Block]) -> list[Sentence]:
                 (brings == "code" and names_it)
                 or (brings == "item" and (names_it or len(text.split()) >= MIN_WORDS - 1)))
             # "**Default**: `None`" alone in its paragraph states a value, as the item would.
-            labelled = ends and n == 0 and (is_labelled_fact(text) or describes and len(
-                text.split()) >= 2 and text[:1].isupper())
+            # "HTTPX requires Python 3.9+": a paragraph of its own that states a fact (a
+            # number or a code word) is a statement, with or without its final stop.
+            labelled = ends and n == 0 and (is_labelled_fact(text) or text[:1].isupper() and (
+                describes and len(text.split()) >= 2
+                or len(text.split()) >= MIN_WORDS and bool(FACT_WORD.search(text))))
             if not labelled and (
                     len(text.split()) < (2 if continues and shows_code or lead else MIN_WORDS)
                     or not _complete(text)

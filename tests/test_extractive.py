@@ -839,3 +839,14 @@ def test_an_option_whose_default_is_written_in_bold_is_quoted_with_it() -> None:
     quoted = statements[0][0]
     assert quoted.startswith("fetchRetries: Default: **2**")
     assert "How many times to retry" in quoted and quotes[0] == (92, 97)
+
+
+def test_a_fact_stated_in_a_paragraph_of_its_own_needs_no_final_stop() -> None:
+    text = ("## Installation\n\nInstall with pip, then import it in your code.\n\n"
+            "```shell\n$ pip install httpx\n```\n\nHTTPX requires Python 3.9+\n")
+    statements, quotes = answer("What is the minimum Python version that httpx requires?",
+                                [evidence("E1", text, path="index.md", start=128)],
+                                FakeEmbedder())
+    assert "HTTPX requires Python 3.9+" in statements[0][0] and quotes[0][1] == 136
+    # Without a number or a code word such a line is a title or a fragment: never quoted.
+    assert split_sentences("Some notes on this page\n") == []
