@@ -133,10 +133,25 @@ def _role(name: str, text: str) -> str:
 _TAG_SEAM = re.compile(r"</[A-Za-z][\w.-]*\s*><[A-Za-z][\w.-]*(?:\s[^<>]*)?>")
 
 
+# Jekyll's Liquid tags inside a line: "{% raw %}" and "{% endraw %}" show nothing, and an
+# include shows nothing but the version a badge names ("{% include docs_version_badge.html
+# version="3.8.0" %}" renders a "3.8.0" badge, shown here as "(3.8.0)").
+_LIQUID_TAG = re.compile(r"\{%-?\s*(?:(?:end)?raw|include\s[^%{}]*?)\s*-?%\}")
+_VERSION_ARGUMENT = re.compile(r"""\bversion\s*=\s*["']([^"']+)["']""")
+
+
+def _liquid(prose: str) -> str:
+    return _LIQUID_TAG.sub(lambda m: f"({v.group(1)})" if (
+        v := _VERSION_ARGUMENT.search(m.group())) else "", prose)
+
+
 def clean_inline(text: str) -> str:
     """Prose with inline HTML tags removed (``<code>x</code>`` becomes a code span, and
-    code spans keep their tags), MyST roles shown as the page shows them, a code span's
-    language mark dropped and HTML entities shown as the characters they stand for."""
+    code spans keep their tags), Liquid raw and include tags as the page shows them, MyST
+    roles shown as the page shows them, a code span's language mark dropped and HTML
+    entities shown as the characters they stand for."""
+    if "{%" in text:
+        text = outside_code(text, _liquid)
     if "}`" in text:
         text = _roles(text)
     if "`{" in text:  # (it opens the prose right after a code span)

@@ -119,6 +119,14 @@ def test_a_link_whose_target_is_a_template_expression_shows_its_text() -> None:
         "Fix pagination on Windows (#1063)."]
 
 
+def test_liquid_raw_and_include_tags_inside_a_line_show_as_the_page_shows_them() -> None:
+    text = ("Includes (using the {% raw %}`{% include %}`{% endraw %} tag) are tracked. "
+            "You can set `strict_variables` to `true`. "
+            '{% include docs_version_badge.html version="3.8.0" %}\n')
+    assert split_sentences(text) == ["Includes (using the `{% include %}` tag) are tracked.",
+                                     "You can set `strict_variables` to `true`. (3.8.0)"]
+
+
 def test_e_g_and_i_e_never_end_a_sentence() -> None:
     text = ("Files keep their names (e.g. `robots.txt`) or never change (i.e. `favicon.ico`). "
             "Use a formatter, e.g. Black, on every file. It runs fast on large projects.\n")
