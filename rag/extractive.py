@@ -347,8 +347,8 @@ def choose(question: str, passages: Sequence[Passage]) -> list[Quote]:
                 p, _window_quote(p, FURTHER_WINDOW_WORDS, stop)[:2]))
         prev = quotes[-1] if quotes else None
         if prev is not None and prev.label == p.evidence.label and 0 <= lines[0] - prev.lines[1] <= 2:
-            quotes[-1] = Quote(prev.text + _gap(prev.text) + text, prev.label,
-                               (prev.lines[0], lines[1]))
+            gap = "\n" if p.block.kind in ("item", "row") else _gap(prev.text)  # a line each
+            quotes[-1] = Quote(prev.text + gap + text, prev.label, (prev.lines[0], lines[1]))
         else:
             quotes.append(Quote(text, p.evidence.label, lines))
     return quotes

@@ -185,6 +185,12 @@ def _table_rows(raw: Sequence[str]) -> set[int]:
     return rows
 
 
+def _lazy_continuation(line: str) -> bool:
+    """A line at the margin right below a list item that goes on with its text ("allow.
+    (Defaults 20)"), as Markdown reads it, rather than opening a heading, table or tag."""
+    return not _HEADING.match(line) and not line.startswith(("|", ">", "<", ":", "{", "!["))
+
+
 def read_blocks(text: str, first_line_is_file_start: bool = False) -> list[Block]:
     """Blocks of a chunk's Markdown in order; markup lines and headings are not blocks."""
     raw = [show_shortcodes(line) for line in _unquoted(text.split("\n"))]
@@ -308,7 +314,8 @@ def read_blocks(text: str, first_line_is_file_start: bool = False) -> list[Block
             flush()
             current.append(i)
             j = i + 1  # continuation lines of the item (indented, not a new item)
-            while (j < len(raw) and raw[j].strip() and raw[j][:1].isspace()
+            while (j < len(raw) and raw[j].strip()
+                   and (raw[j][:1].isspace() or _lazy_continuation(raw[j]))
                    and not BULLET.match(raw[j]) and not ANY_FENCE.match(raw[j])
                    and not is_markup_line(raw[j])):
                 current.append(j)

@@ -632,6 +632,23 @@ def test_a_list_item_and_the_paragraph_after_it_are_quoted_on_lines_of_their_own
         "to `600`.\nThe middleware answers two kinds of request, preflight and simple requests.")
 
 
+def test_list_items_wrapped_at_the_margin_keep_their_defaults() -> None:
+    # HTTPX's resource limits: each item's text goes on at the margin on the next line.
+    text = ("You can control the connection pool size using the `limits` keyword\n"
+            "argument on the client. It takes instances of `httpx.Limits` which define:\n\n"
+            "- `max_keepalive_connections`, number of allowable keep-alive connections, or "
+            "`None` to always\nallow. (Defaults 20)\n"
+            "- `max_connections`, maximum number of allowable connections, or `None` for no "
+            "limits.\n(Default 100)\n")
+    question = ("By default, how many connections will a client open at most, and how many "
+                "keep-alive connections does it keep?")
+    statements, quotes = answer(question, [evidence("E1", text, path="limits.md")],
+                                FakeEmbedder())
+    quoted = "\n".join(s for s, _ in statements)
+    assert "or `None` to always allow. (Defaults 20)\n" in quoted  # one line per item
+    assert "(Default 100)" in quoted and quotes[-1][1] == 7
+
+
 def test_a_quote_runs_on_past_the_list_its_sentence_introduces() -> None:
     text = ("## Watching\n\nThe file watcher may not detect file changes when:\n\n"
             "- Running inside WSL with the project files on a Windows partition\n"
