@@ -21,8 +21,7 @@ from tests.conftest import REPO
 FIXTURES = Path(__file__).parent / "fixtures" / "docs"
 CORPORA = [SHARED_CORPORA / "fastapi", SHARED_CORPORA / "hugo"]
 # More docs sets of other shapes (MkDocs, Docusaurus, VitePress, MkDocs Material, Hugo, Jekyll,
-# mdBook), kept in
-# the repo (evals/README.md).
+# mdBook), kept in the repo (evals/README.md).
 EVAL_CORPORA = [REPO / "evals" / "corpora" / name
                 for name in ("pydantic", "prettier", "vite", "uv", "poetry", "httpx", "pnpm", "jekyll",
                              "mdbook")]
