@@ -188,7 +188,8 @@ def _table_rows(raw: Sequence[str]) -> set[int]:
 def _lazy_continuation(line: str) -> bool:
     """A line at the margin right below a list item that goes on with its text ("allow.
     (Defaults 20)"), as Markdown reads it, rather than opening a heading, table or tag."""
-    return not _HEADING.match(line) and not line.startswith(("|", ">", "<", ":", "{", "!["))
+    return not _HEADING.match(line) and not line.startswith(("|", ">", "<", ":", "{", "![")) \
+        and not set(line.strip()) <= set("-=*_ ")  # a rule or a heading's underline
 
 
 def read_blocks(text: str, first_line_is_file_start: bool = False) -> list[Block]:

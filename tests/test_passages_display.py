@@ -254,3 +254,11 @@ def test_a_list_a_sentence_brings_reads_like_the_page() -> None:
         "We count three kinds of usage in the docs traffic:\n"
         "* Referring traffic from an internal domain \u2014 no referrer names kept.\n"
         "* Visits from a public search engine.")
+
+
+def test_a_list_items_text_goes_on_at_the_margin_until_a_rule_or_blank_line() -> None:
+    text = ("- `max_connections`, maximum number of connections, or `None` for no\n"
+            "limits. (Default 100)\n- `keepalive_expiry`, idle time limit.\n---\n"
+            "A paragraph after the rule.\n")
+    assert [(b.kind, b.first, b.last) for b in read_blocks(text)] == [
+        ("item", 0, 1), ("item", 2, 2), ("prose", 4, 4)]
