@@ -123,9 +123,14 @@ def word_count(text: str) -> int:
 
 # "...can be set to `'json'`:" or, as some docs write it, "For example, the following
 # configuration...": a paragraph that ends so introduces the code block or list after it.
-_LEAD_IN = re.compile(r"(?::|\w[`*_)\]'\"]*(?:\.\.\.|…))$")
-
-
 def leads_in(text: str) -> bool:
-    """Whether text ends by introducing what follows: in ":" or in an ellipsis after a word."""
-    return bool(_LEAD_IN.search(text.rstrip()))
+    """Whether text ends by introducing what follows: in ":" or in an ellipsis after a word
+    (closing code, emphasis, brackets or quotes may stand between them)."""
+    text = text.rstrip()
+    if text.endswith(":"):
+        return True
+    for ellipsis in ("...", "…"):
+        if text.endswith(ellipsis):
+            word = text[:-len(ellipsis)].rstrip("`*_)]'\"")
+            return bool(word) and word[-1].isalnum()
+    return False
