@@ -220,8 +220,8 @@ def test_an_inline_shortcode_shows_as_a_reader_takes_it_and_keeps_its_list_item(
 
 @settings(max_examples=20, deadline=5000)
 @given(unit=st.sampled_from(["{{< x ", " ", "<code>x ", "[a ", "\\", "&amp", "| a ", "[](){",
-                             '=== "', "`a ", "{{% y %}} "]),
-       prefix=st.sampled_from(["", "Text {{< x", "- ", "| h |\n| - |\n"]))
+                             '=== "', "`a ", "{{% y %}} ", "__", "{% raw %}"]),
+       prefix=st.sampled_from(["", "Text {{< x", "- ", "| h |\n| - |\n", "Text {% include"]))
 def test_pathological_lines_are_read_into_quotes_quickly(unit: str, prefix: str) -> None:
     text = "An opening sentence that reads fine.\n\n" + prefix + unit * 20_000 + "\n"
     assert split_sentences(text)[0] == "An opening sentence that reads fine."
