@@ -239,9 +239,7 @@ class _Scanner:
         if first == ":" and (m := _DOCUSAURUS.fullmatch(stripped)):
             title = m[1].strip().removeprefix("[").removesuffix("]").strip()
             return _MYST_NAME.sub("", title)  # :::{figure} x, ::: {.callout-note}: a name
-        if first == ":" and _MDC.fullmatch(stripped):
-            return ""
-        if first == "{" and _LIQUID_LINE.fullmatch(stripped):
+        if first in ":{" and is_template_line(stripped):
             return ""
         if first == "<" and HTML_TAG.match(stripped):
             return _drop_tags(line)
@@ -255,6 +253,13 @@ class _Scanner:
 def is_anchor_line(line: str) -> bool:
     """A line that only anchors a cross-reference or sets its block's attributes."""
     return bool(_ANCHOR_LINE.fullmatch(line.strip()))
+
+
+def is_template_line(line: str) -> bool:
+    """A line that is only an MDC block component's marker (``::tip``, ``::``) or only
+    Liquid or Jinja tags (``{% include note.html %}``): the page shows nothing for it."""
+    stripped = line.strip()
+    return bool(_MDC.fullmatch(stripped) or _LIQUID_LINE.fullmatch(stripped))
 
 
 def _drop_between(text: str, opener: str, closer: str) -> str:

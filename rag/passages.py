@@ -29,6 +29,7 @@ from rag.markup import (
     VERSION_SHORTCODE,
     code_continuation,
     is_anchor_line,
+    is_template_line,
     marker_words,
     version_marker,
 )
@@ -42,12 +43,12 @@ _HEADING = re.compile(r"^#{1,6}\s+(.*?)\s*(?:\{\s*#[^}]*\})?\s*#*\s*$")
 _HTML_HEADING = re.compile(r"(?i)<h[1-6]\b[^>]*>.*</h[1-6]>")
 _ANCHOR = re.compile(r"\s*\{\s*(?:#[^}]*|/\*[^}]*?\*/\s*)\}")  # {#id}, MDX's {/*id*/}
 # Lines that are docs-generator markup, not content: admonition and tab markers (/// note,
-# !!! tip, === "pip", ::: info, MDC's ::tip), Hugo shortcodes, Liquid tags, link
-# definitions, bare HTML tags (and, as rag.markup says, cross-reference anchors, block
-# attributes and file includes).
+# !!! tip, === "pip", ::: info), Hugo shortcodes, link definitions, bare HTML tags (and, as
+# rag.markup says, cross-reference anchors, block attributes, MDC markers, Liquid tags and
+# file includes).
 _MARKUP_LINE = re.compile(
-    r"^(?:/{3,}.*|[!?]{3}.*|={3}[!+]?\s+\".*|:{3,}.*|::(?:[A-Za-z][\w-]*(?:\{[^{}]*\})?)?\s*"
-    r"|\{\{[<%].*[%>]\}\}|(?:\{%[^{}]*%\}\s*)+|\[[^\]]+\]:\s*\S+.*"
+    r"^(?:/{3,}.*|[!?]{3}.*|={3}[!+]?\s+\".*|:{3,}.*"
+    r"|\{\{[<%].*[%>]\}\}|\[[^\]]+\]:\s*\S+.*"
     r"|(?:</?[A-Za-z][\w-]*(?:\s[^<>]*)?/?>\s*)+)$"
 )
 _INLINE_SHORTCODE = re.compile(r"\{\{[<%]|[%>]\}\}")
@@ -92,7 +93,7 @@ def is_markup_line(line: str) -> bool:
     link definition, bare HTML tag): never part of a quote."""
     stripped = line.strip()
     return bool(_MARKUP_LINE.match(stripped)) or is_anchor_line(stripped) \
-        or is_include(stripped)
+        or is_template_line(stripped) or is_include(stripped)
 
 
 def _unquote(line: str) -> str:
