@@ -90,8 +90,6 @@ _HUMP = re.compile(r"[A-Z]?[a-z0-9]+")
 def camel_words(text: str) -> list[str]:
     """The case-folded words of the camelCase identifiers in ``text`` (``devDependencies``
     -> ``dev``, ``dependencies``); tokens() keeps such an identifier whole."""
-    if not _CAMEL.search(text):
-        return []
     return [h.lower() for name in _CAMEL.findall(text) for h in _HUMP.findall(name)]
 
 
