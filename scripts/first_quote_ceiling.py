@@ -24,7 +24,7 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(REPO), str(REPO / "scripts")]
 
-from fit_abstention import DEFAULT_SETS
+from fit_abstention import DEFAULT_SETS, case_evidence
 
 SETS = [*DEFAULT_SETS,
         *([f"evals/{name}.jsonl", f"evals/corpora/{name}", f"indexes/{name}"]
@@ -52,32 +52,24 @@ def signals(p, passages, evidence) -> list[float]:
 
 def collect(eval_file: Path, docs: Path, index: Path, settings) -> list[tuple]:
     """Per answerable case: (signals, labels, the rule's scores) of its first candidates."""
-    from rag.embedding import make_embedder
-    from rag.evaluation import load_cases
     from rag.extractive import first_candidates, first_score, run_on_lines
-    from rag.pipeline import Pipeline, open_retriever, run_index
 
-    embedder = make_embedder(settings.embedding)
-    run_index(docs, index, settings, show_progress=False, embedder=embedder)
     cases = []
-    with Pipeline(index, settings, generator="extractive",
-                  retriever=open_retriever(index, settings, embedder)) as pipeline:
-        for case in load_cases(eval_file):
-            if not case.answerable:
-                continue
-            groups = frozenset(case.groups)
-            hits = pipeline.retriever.search(case.question, groups=groups)
-            evidence = pipeline.select(case.question, hits, groups).evidence
-            passages = pipeline.scorer().passages(case.question, evidence)
-            first = first_candidates(case.question, passages)[1]
-            if not first:
-                continue
-            expected = case.expected_lines or {}
-            labels = [float(any(run_on_lines(p)[0] <= b and a <= run_on_lines(p)[1]
-                                for a, b in expected.get(p.evidence.chunk.source_path, [])))
-                      for p in first]
-            cases.append((np.array([signals(p, passages, evidence) for p in first]),
-                          np.array(labels), np.array([first_score(p) for p in first])))
+    for case, pipeline, evidence in case_evidence(eval_file, docs, index, settings):
+        if not case.answerable:
+            continue
+        passages = pipeline.scorer().passages(case.question, evidence)
+        first = first_candidates(case.question, passages)[1]
+        if not first:
+            continue
+        expected = case.expected_lines or {}
+        labels = []
+        for p in first:
+            start, end = run_on_lines(p)
+            labels.append(float(any(start <= b and a <= end
+                                    for a, b in expected.get(p.evidence.chunk.source_path, []))))
+        cases.append((np.array([signals(p, passages, evidence) for p in first]),
+                      np.array(labels), np.array([first_score(p) for p in first])))
     return cases
 
 

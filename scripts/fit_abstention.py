@@ -22,6 +22,7 @@ import argparse
 import itertools
 import json
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -43,24 +44,30 @@ DEFAULT_SETS = [["../shared/evals/fastapi.jsonl", "../shared/corpora/fastapi", "
 MAX_FALSE_ABSTENTION = 0.05  # the threshold keeps at most this share of answerable cases out
 
 
-def collect(eval_file: Path, docs: Path, index: Path, settings) -> tuple[np.ndarray, np.ndarray]:
-    """Signals (cases x all FEATURES) and labels (1 = answerable) for one eval set."""
+def case_evidence(eval_file: Path, docs: Path, index: Path, settings) -> Iterator[tuple]:
+    """(case, pipeline, evidence) for each case of an eval set, the evidence selected as
+    `rag ask` selects it; the index is built (or brought up to date) first."""
     from rag.embedding import make_embedder
     from rag.evaluation import load_cases
     from rag.pipeline import Pipeline, open_retriever, run_index
 
     embedder = make_embedder(settings.embedding)
     run_index(docs, index, settings, show_progress=False, embedder=embedder)
-    rows, labels = [], []
     retriever = open_retriever(index, settings, embedder)
     with Pipeline(index, settings, generator="extractive", retriever=retriever) as pipeline:
         for case in load_cases(eval_file):
             groups = frozenset(case.groups)
             hits = pipeline.retriever.search(case.question, groups=groups)
-            evidence = pipeline.select(case.question, hits, groups).evidence
-            values = pipeline.abstention_signals(case.question, evidence, groups)
-            rows.append([values[name] for name in FEATURES])
-            labels.append(float(case.answerable))
+            yield case, pipeline, pipeline.select(case.question, hits, groups).evidence
+
+
+def collect(eval_file: Path, docs: Path, index: Path, settings) -> tuple[np.ndarray, np.ndarray]:
+    """Signals (cases x all FEATURES) and labels (1 = answerable) for one eval set."""
+    rows, labels = [], []
+    for case, pipeline, evidence in case_evidence(eval_file, docs, index, settings):
+        values = pipeline.abstention_signals(case.question, evidence, frozenset(case.groups))
+        rows.append([values[name] for name in FEATURES])
+        labels.append(float(case.answerable))
     return np.array(rows, dtype=float), np.array(labels)
 
 
@@ -171,7 +178,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--set", nargs=3, action="append", metavar=("EVAL", "DOCS", "INDEX"),
                         help="an eval file, its docs folder and index (repeatable) "
-                             "[default: the FastAPI dev set and corpus/eval.jsonl]")
+                             "[default: the five sets of DEFAULT_SETS]")
     parser.add_argument("--config", type=Path, default=None)
     parser.add_argument("--folds", type=int, default=5)
     parser.add_argument("--repeats", type=int, default=20)
