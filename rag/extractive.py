@@ -234,6 +234,7 @@ ALTERNATIVE_SHARE = 0.8  # of its score that such a sentence keeps as the first 
 
 
 def first_candidates(question: str, passages: Sequence[Passage],
+                     parts: Sequence[Part] | None = None,
                      ) -> tuple[list[Passage], list[Passage]]:
     """The quotable passages, best first, and those of them the first quote is chosen from.
 
@@ -243,7 +244,7 @@ def first_candidates(question: str, passages: Sequence[Passage],
     usable = sorted((p for p in passages if p.words <= MAX_PASSAGE_WORDS and p.score > 0
                      and not p.sentence.continues),  # "...you write:" only runs on a quote
                     key=lambda p: (-p.answer, p.rank, p.lines[0]))
-    parts = question_parts(question)
+    parts = question_parts(question) if parts is None else parts
     tops = [max(p.parts[i] if len(p.parts) > i else 0.0 for p in usable)
             for i in range(len(parts))] if usable else []
     first = [p for p in usable if any(len(p.parts) > i and p.parts[i] >= FIRST_PART_SHARE * top > 0
@@ -278,11 +279,11 @@ def choose(question: str, passages: Sequence[Passage]) -> list[Quote]:
     of the next section on the page; then, while there is room, one more from another page
     that scores nearly as well and covers question words the first did not. Adjacent quotes
     of one chunk merge."""
-    usable, first = first_candidates(question, passages)
+    parts = question_parts(question)
+    usable, first = first_candidates(question, passages, parts)
     if not usable:
         return []
     query = set(query_terms(question))
-    parts = question_parts(question)
     best = max(first, key=first_score)
     usable.remove(best)
     # A further quote says something itself: no sentence that only points elsewhere, and a
