@@ -88,6 +88,9 @@ _ASK_NUMBER = re.compile(r"(?i)\bhow\s+(?:long|many|much|big|large|often)\b|\bwh
 _ASK_POLAR = re.compile(r"(?i)(?:^|[.?!]\s+)(?:does|do|is|are|can|could|should|will|would|must|"
                         r"has|have)\b(?!\s+there\s+a\s+way)(?!\s+i\b)")
 _ASK_WHY = re.compile(r"(?i)^why\b|\bwhy\s+(?:does|do|is|should|shouldn't|can't)\b")
+# "What happens when a request has no Authorization header?": answered by a sentence that
+# says what the software then does ("it will respond with a 401"), not one naming the header.
+_ASK_EFFECT = re.compile(r"(?i)\bwhat\s+(?:happens|will\s+happen|would\s+happen)\b")
 _WHEN = frozenset(stem(w) for w in ("version", "when", "since", "release", "released",
                                     "added", "introduced", "date", "changelog"))
 
@@ -117,7 +120,7 @@ def asks_when(question: str) -> bool:
 
 def answer_kinds(question: str) -> frozenset[str]:
     """What the question asks for: code (how do I...), a number, a version, a reason, a
-    definition (what is X?)."""
+    definition (what is X?), an effect (what happens if...?)."""
     kinds = set()
     asked = _ASKED_END.split(question.strip())  # "Nginx strips the prefix. What option...?"
     if any(_ASK_CODE.search(sentence) for sentence in asked):
@@ -128,6 +131,8 @@ def answer_kinds(question: str) -> frozenset[str]:
         kinds.add("version")
     if any(_ASK_WHY.search(sentence) for sentence in asked):
         kinds.add("reason")
+    if _ASK_EFFECT.search(question):
+        kinds.add("effect")
     if defined_terms(question):
         kinds.add("definition")
     if _ASK_POLAR.search(question):

@@ -177,8 +177,9 @@ class PassageScorer:
         words it holds (idf-weighted, heading included), plus its cosine with the part for
         the likeliest ones, plus a bonus when it holds the kind of thing the part asks for."""
         # Any code answers "how do I" too loosely for a part: a part that asks how wants a
-        # sentence that says what to do and names the code to do it with.
-        kinds = part.kinds - {"code"}
+        # sentence that says what to do and names the code to do it with. "Will" and
+        # "returns" say too little to earn a part's bonus.
+        kinds = part.kinds - {"code", "effect"}
         how = "code" in part.kinds
         defines = defined_terms(part.text)
         scores = []
@@ -259,6 +260,8 @@ _REASON = re.compile(r"(?i)\b(?:because|so\s+that|otherwise|to\s+avoid|in\s+orde
                      r"that\s+way|this\s+way|which\s+means|as\s+a\s+result|since)\b")
 _NUMBER = re.compile(r"\b\d+(?:\.\d+)*\b")
 _POLAR = re.compile(r"(?i)\b(?:not|no|never|cannot|must|only|always|instead)\b|n't\b")
+_EFFECT = re.compile(r"(?i)\b(?:will|raises?|returns?|responds?|fails?|rejects?|ignored|"
+                     r"overrides?|replaced|an\s+error)\b")
 
 
 def has_kind(p: Passage, wants: frozenset[str], asked: set[str], own: bool = False,
@@ -279,6 +282,8 @@ def has_kind(p: Passage, wants: frozenset[str], asked: set[str], own: bool = Fal
                                               or _named_section(p, set(), defines)):
         return True
     if "polar" in wants and _POLAR.search(p.sentence.text if own else text):
+        return True
+    if "effect" in wants and _EFFECT.search(p.sentence.text if own else text):
         return True
     return "reason" in wants and bool(_REASON.search(text))
 

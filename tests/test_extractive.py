@@ -398,6 +398,19 @@ def test_a_yes_or_no_question_is_answered_by_the_sentence_that_says_yes_or_no() 
     assert statements[0][0] == boundary  # shares fewer words, but says no
 
 
+def test_what_happens_is_answered_by_the_sentence_that_says_what_the_software_does() -> None:
+    sends = "To authenticate, the frontend sends a header `Authorization` with the token."
+    outcome = ("If it doesn't see an `Authorization` header, it will respond with a 401 "
+               "status code error directly.")
+    shown = [evidence("E1", f"## The password flow\n\n{sends}", path="security/first-steps.md",
+                      score=0.9),
+             evidence("E2", f"## What it does\n\n{outcome}", path="security/first-steps.md",
+                      start=40, score=0.7)]
+    statements, _ = answer("What happens when a request reaches the endpoint without an "
+                           "Authorization header?", shown, FakeEmbedder())
+    assert statements[0][0] == outcome  # the other names the header first, but does nothing
+
+
 def test_an_ellipsis_sentence_finishes_the_quote_it_follows_but_never_starts_one() -> None:
     # FastAPI's docs split one sentence around its code: "Instead of writing: <code>
     # ...you write: <code>". The second half belongs to the quote; alone it is a fragment.

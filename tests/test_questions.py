@@ -84,3 +84,9 @@ def test_a_camel_case_name_also_counts_as_its_words() -> None:
     assert {"dev", stem("dependencies"), "env", stem("prefix")} <= found
     assert {"dev", stem("dependencies")} & terms("Install the packages as dependencies.") == {
         stem("dependencies")}
+
+
+def test_what_happens_asks_for_an_effect() -> None:
+    assert "effect" in answer_kinds("What happens if I misspell a setting name?")
+    assert "effect" in answer_kinds("The request has no header. What will happen?")
+    assert "effect" not in answer_kinds("What does the base option do?")
