@@ -160,16 +160,25 @@ def _overlaps_chosen(p: Passage, chosen: Sequence[Passage]) -> bool:
 
 def _answer_to_part(index: int, part: Part, usable: Sequence[Passage],
                     chosen: Sequence[Passage], taken: Sequence[Passage], covered: set[str],
-                    best: Passage, words: int, dated: bool) -> Passage | None:
+                    best: Passage, words: int, dated: bool,
+                    asked_facts: set[str]) -> Passage | None:
     """The passage that best answers one part of the question, if the quotes so far do not
     and one answers it well enough to quote; None otherwise. A part asking which version
     is answered once a quote names one (``dated``)."""
     if len(chosen) >= MAX_PARTS or share(part.terms, covered, best.idf) >= PART_COVERED \
             or dated and "version" in part.kinds:
         return None
-    found = [p for p in usable if len(p.parts) > index and p.parts[index] >= PART_MATCH
-             and p.answer >= PART_FLOOR * best.answer and words + p.words <= ANSWER_WORDS
-             and not _overlaps_chosen(p, taken)]
+    fits = [p for p in usable if len(p.parts) > index and words + p.words <= ANSWER_WORDS
+            and not _overlaps_chosen(p, taken)]
+    found = [p for p in fits
+             if p.parts[index] >= PART_MATCH and p.answer >= PART_FLOOR * best.answer]
+    if not found and "version" in part.kinds:
+        # Docs date a feature in a note beside it ("Support for `x` was added in FastAPI
+        # `0.102.0`."), which shares few of the part's words: on the first quote's page, a
+        # sentence naming a version the question does not answers "since which version?".
+        page = best.evidence.chunk.source_path
+        found = [p for p in fits if p.evidence.chunk.source_path == page
+                 and any(f not in asked_facts for f in FACT.findall(p.sentence.text))]
     return max(found, key=lambda p: (p.parts[index], p.answer)) if found else None
 
 
@@ -305,7 +314,7 @@ def choose(question: str, passages: Sequence[Passage]) -> list[Quote]:
          *(q.text for q in lead)])))
     for index, part in enumerate(parts):
         p = _answer_to_part(index, part, usable, chosen, [*chosen, *lead], covered, best,
-                            words, dated)
+                            words, dated, asked_facts)
         if p is not None:
             chosen.append(p)
             covered |= p.terms.union(*(w.terms for w in p.window))

@@ -819,6 +819,22 @@ def test_a_part_asking_which_version_is_answered_once_a_quote_names_one() -> Non
     assert statements == [(page, ["E1"])]
 
 
+def test_a_part_asking_since_which_version_is_answered_by_the_dating_note_on_the_page() -> None:
+    how = "To get one schema back, set the parameter `separate_schemas=False`."
+    note = "Support for `separate_schemas` was added in FastAPI `0.102.0`."
+    elsewhere = "Version 0.99.0 changed how the docs page is built."
+    shown = [evidence("E1", f"## Do not separate schemas\n\n{how}", path="how-to/schemas.md",
+                      score=0.9),
+             evidence("E2", f"## Release notes\n\n{elsewhere}", path="release-notes.md",
+                      score=0.6),
+             evidence("E3", f"/// note\n\n{note}\n\n///", path="how-to/schemas.md", start=9,
+                      score=0.5)]
+    statements, quotes = answer("How do I get one schema back, and since which version is "
+                                "that possible?", shown, FakeEmbedder())
+    assert statements == [(how, ["E1"]), (note, ["E3"])]  # not the other page's version
+    assert quotes == [(3, 3), (11, 11)]
+
+
 def test_quoted_code_shows_what_the_page_shows_after_a_twoslash_cut() -> None:
     text = ("## Redirects\n\nTo redirect from a load function, throw `redirect`:\n\n```js\n"
             "// @filename: ambient.d.ts\ndeclare module '$lib/auth' {}\n// ---cut---\n"
