@@ -46,6 +46,7 @@ FURTHER_WINDOW_WORDS = 40  # a second or third quote runs on up to this many wor
 MAX_PASSAGE_WORDS = 150  # a passage longer than this is never quoted
 EXTRACTIVE_STATEMENTS = 2
 RELATIVE_FLOOR = 0.8  # a further passage must score this share of the best one
+REPEAT_WORDS = 4  # a further quote repeating a sentence this long that the answer says is left out
 MIN_NEW = 0.15  # ...and cover this share (idf-weighted) of the question not yet covered,
 MIN_NEW_TERMS = 1  # in at least this many question words
 SECOND_LEXICAL = 0.2  # and hold this share (idf-weighted) of the question's words itself
@@ -324,6 +325,8 @@ def choose(question: str, passages: Sequence[Passage]) -> list[Quote]:
         if follow is not None and words + follow.words <= ANSWER_WORDS:
             chosen.append(follow)
             words += follow.words
+    said = " ".join([best_text, *(q.text for q in lead),
+                     *(_window_quote(c)[0] for c in chosen[1:])])
     for p in usable[1:]:
         if len(chosen) >= EXTRACTIVE_STATEMENTS or p.answer < RELATIVE_FLOOR * best.answer:
             break
@@ -338,7 +341,10 @@ def choose(question: str, passages: Sequence[Passage]) -> list[Quote]:
         if p.evidence.chunk.source_path == best.evidence.chunk.source_path:
             continue  # the first quote runs on through its section; the rest of its page
             # holds neighbouring sections more often than what the question asked
+        if any(q.words >= REPEAT_WORDS and q.sentence.text in said for q in [p, *p.window[:2]]):
+            continue  # a reference page restating the tutorial's sentence says nothing new
         chosen.append(p)
+        said += " " + _window_quote(p)[0]
         covered |= p.terms
         words += p.words
     quotes: list[Quote] = []  # (a lead opens its section, so no other quote runs into it)

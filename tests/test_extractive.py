@@ -151,6 +151,17 @@ def test_answers_stay_short_and_do_not_repeat() -> None:
     assert sum(len(t.split()) for t, _ in statements) <= 150
 
 
+def test_a_further_quote_restating_a_sentence_already_quoted_is_left_out() -> None:
+    rule = "Each scope is just a string without spaces."
+    first = f"In OAuth2, a scope name is a string, and scopes are separated by spaces. {rule}"
+    restated = f"Inside the form field `scope`, OAuth2 scopes are separated by spaces. {rule}"
+    shown = [evidence("E1", f"## Scopes\n\n{first}", path="advanced/scopes.md", score=0.9),
+             evidence("E2", f"## Form\n\n{restated}", path="tutorial/oauth2.md", score=0.85)]
+    statements, _ = answer("Are spaces allowed inside an OAuth2 scope name?", shown,
+                           FakeEmbedder())
+    assert len(statements) == 1 and statements[0][0] in (first, restated)  # the rule once
+
+
 def test_extractive_is_deterministic() -> None:
     shown = [evidence("E1", "The server listens on port 8080 by default. Use --port to change.")]
     first = ExtractiveGenerator(FakeEmbedder()).generate("Which port?", shown)
