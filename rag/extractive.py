@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from itertools import pairwise
 from typing import TYPE_CHECKING
 
+from rag.inline import linked_pages
 from rag.markup import version_marker
 from rag.passages import FACT, NAME_HEADING, is_labelled_fact
 from rag.prose import split_sentences
@@ -325,6 +326,7 @@ def choose(question: str, passages: Sequence[Passage]) -> list[Quote]:
         if follow is not None and words + follow.words <= ANSWER_WORDS:
             chosen.append(follow)
             words += follow.words
+    quoted = {c.evidence.chunk.source_path for c in chosen}
     said = " ".join([best_text, *(q.text for q in lead),
                      *(_window_quote(c)[0] for c in chosen[1:])])
     for p in usable[1:]:
@@ -343,8 +345,11 @@ def choose(question: str, passages: Sequence[Passage]) -> list[Quote]:
             # holds neighbouring sections more often than what the question asked
         if any(q.words >= REPEAT_WORDS and q.sentence.text in said for q in [p, *p.window[:2]]):
             continue  # a reference page restating the tutorial's sentence says nothing new
+        if linked_pages(p.file_text, p.evidence.chunk.source_path) & quoted:
+            continue  # "it's easier to use X ([Handling Errors](...))" points at a quote
         chosen.append(p)
         said += " " + _window_quote(p)[0]
+        quoted.add(p.evidence.chunk.source_path)
         covered |= p.terms
         words += p.words
     quotes: list[Quote] = []  # (a lead opens its section, so no other quote runs into it)

@@ -162,6 +162,24 @@ def test_a_further_quote_restating_a_sentence_already_quoted_is_left_out() -> No
     assert len(statements) == 1 and statements[0][0] in (first, restated)  # the rule once
 
 
+def test_a_further_quote_that_links_back_to_the_quoted_page_is_left_out() -> None:
+    how = ("To override the handler, import `RequestValidationError` and use it with "
+           "`@app.exception_handler(RequestValidationError)`.")
+    pointer = ("To customize the error body, it's easier to use the `body` in a custom handler "
+               "([Handling Errors](../tutorial/handling-errors.md#use-the-body)).")
+    shown = [evidence("E1", f"## Override request validation errors\n\n{how}",
+                      path="tutorial/handling-errors.md", score=0.9),
+             evidence("E2", f"## Accessing the body\n\n{pointer}",
+                      path="how-to/custom-request.md", score=0.85)]
+    question = "How can I customize the error body for invalid request data?"
+    statements, _ = answer(question, shown, FakeEmbedder())
+    assert statements == [(how, ["E1"])]  # the pointer only sends the reader to E1's page
+    elsewhere = pointer.replace("../tutorial/handling-errors.md", "../tutorial/bodies.md")
+    shown[1] = evidence("E2", f"## Accessing the body\n\n{elsewhere}",
+                        path="how-to/custom-request.md", score=0.85)
+    assert len(answer(question, shown, FakeEmbedder())[0]) == 2
+
+
 def test_extractive_is_deterministic() -> None:
     shown = [evidence("E1", "The server listens on port 8080 by default. Use --port to change.")]
     first = ExtractiveGenerator(FakeEmbedder()).generate("Which port?", shown)

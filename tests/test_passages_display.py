@@ -6,6 +6,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from rag.embedding import FakeEmbedder
+from rag.inline import linked_pages
 from rag.markup import code_continuation
 from rag.passages import read_blocks
 from rag.prose import sentences, split_sentences
@@ -55,6 +56,15 @@ def test_inline_links_show_their_text() -> None:
     assert sentences[1] == "See hugo mod clean for the cache."
     assert sentences[2] == "An image ![logo](logo.png) keeps its markup."
 
+
+
+def test_a_link_names_the_docs_page_it_points_to() -> None:
+    text = ("It's easier to use the `body` ([Handling Errors](../tutorial/handling-errors.md#body))"
+            " or [the guide](guide.md), not [the site](https://example.com/x.md) or "
+            "![a logo](../img/logo.md).")
+    assert linked_pages(text, "how-to/custom-route.md") == {"tutorial/handling-errors.md",
+                                                            "how-to/guide.md"}
+    assert linked_pages("No links here.", "a.md") == set()
 
 
 def test_a_link_whose_text_is_code_with_brackets_shows_that_code() -> None:
