@@ -84,9 +84,10 @@ _ASK_CODE = re.compile(r"(?i)^(?:how\b|what\s+(?:option|parameter|setting|argume
 _ASK_NUMBER = re.compile(r"(?i)\bhow\s+(?:long|many|much|big|large|often)\b|\bwhat\s+"
                          r"(?:size|port|number|limit|timeout)|\bdefault\b|\bbelow\s+what\b")
 # "Does X ...?", "Should I ...?", "Can the latest ...?": answered by a sentence that says
-# yes or no (a negation, "must", "only", "always"), not one that just names the topic.
-_ASK_POLAR = re.compile(r"(?i)(?:^|[.?!]\s+)(?:does|do|is|are|can|could|should|will|would|must|"
-                        r"has|have)\b(?!\s+there\s+a\s+way)(?!\s+i\b)")
+# yes or no (a negation, "must", "only", "always", "instead"), not one that just names the
+# topic. "Can I ...?" and "Do I ...?" ask how.
+_ASK_POLAR = re.compile(r"(?i)(?:^|[.?!]\s+)(?:should\b|(?:does|do|is|are|can|could|will|would|"
+                        r"must|has|have)\b(?!\s+there\s+a\s+way)(?!\s+i\b))")
 _ASK_WHY = re.compile(r"(?i)^why\b|\bwhy\s+(?:does|do|is|should|shouldn't|can't)\b")
 # "What happens when a request has no Authorization header?": answered by a sentence that
 # says what the software then does ("it will respond with a 401"), not one naming the header.

@@ -440,6 +440,23 @@ def test_what_happens_is_answered_by_the_sentence_that_says_what_the_software_do
     assert statements[0][0] == outcome  # the other names the header first, but does nothing
 
 
+def test_should_i_is_answered_by_the_sentence_that_says_yes_or_no() -> None:
+    routing = ('For client-side routing in a single-page app, use `fallback="index.html"` so '
+               "deep links work.")
+    mount = "Mount a `StaticFiles()` instance at a path."
+    advice = "If you need to host a frontend, use `app.frontend()` instead."
+    shown = [evidence("E1", f"## Client-side routing\n\n{routing}", path="tutorial/frontend.md",
+                      score=0.95),
+             evidence("E2", f"## Serve the static files\n\n{mount}", path="how-to/assets.md",
+                      score=0.6),
+             evidence("E3", f"## Static files\n\n{advice}", path="tutorial/static-files.md",
+                      score=0.55)]
+    statements, _ = answer("I want deep links to work in my single-page app. Should I mount "
+                           "StaticFiles, or is there something better?", shown, FakeEmbedder())
+    # "Should I mount it?" is answered by the sentence that says no, not by how to mount it.
+    assert statements == [(routing, ["E1"]), (advice, ["E3"])]
+
+
 def test_an_ellipsis_sentence_finishes_the_quote_it_follows_but_never_starts_one() -> None:
     # FastAPI's docs split one sentence around its code: "Instead of writing: <code>
     # ...you write: <code>". The second half belongs to the quote; alone it is a fragment.

@@ -67,6 +67,8 @@ def test_a_yes_or_no_question_asks_for_a_polar_answer() -> None:
     assert "polar" in answer_kinds("I set str_to_lower. Does it apply to nested models?")
     assert "polar" not in answer_kinds("Is there a way to skip validation?")  # asks how
     assert "polar" not in answer_kinds("Can I skip validation?")
+    assert "polar" in answer_kinds("Should I mount StaticFiles, or is there something better?")
+    assert "polar" not in answer_kinds("What should I install to fix that?")
 
 
 def test_a_qualified_name_also_asks_for_the_attribute_it_ends_in() -> None:
