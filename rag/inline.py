@@ -164,7 +164,7 @@ def clean_inline(text: str) -> str:
     return show_entities(text) if "&" in text else text
 
 
-_LINK_TARGET = re.compile(r"(?<![!\\])\[[^\]\n]*\]\(([^()\s#]+)")
+_LINK_TARGET = re.compile(r"(?<![!\\])\[[^\[\]\n]*\]\(([^()\s#]+)")  # linear: no "[" inside
 
 
 def linked_pages(text: str, page: str) -> set[str]:
