@@ -53,7 +53,7 @@ def _entity(match: re.Match[str]) -> str:
 # "[#1114]({{ site.repository }}/issues/1114)". An image
 # ("![logo](logo.png)") keeps its markup.
 _INLINE_LINK = re.compile(r"(?<![!\\])\[((?:`[^`\n]*`|[^\[\]\n`])+)\]"
-                          r"(?:\([^()\s]*(?:\s+\"[^\"]*\")?\)|\[[^\[\]\n]*\]"
+                          r"(?:\((?P<target>[^()\s]*)(?:\s+\"[^\"]*\")?\)|\[[^\[\]\n]*\]"
                           r"|\(\{\{[^{}\n]*\}\}[^()\s]*\)|\(\{%[^{}\n]*%\}[^()\s]*\))")  # ({{ x }}/a)
 _CELL_SPLIT = re.compile(r"(?<!\\)\|")  # a pipe, unless escaped (GFM: "\|" inside a cell)
 _ESCAPE = re.compile(r"\\([!-/:-@\[-`{-~])")  # a Markdown backslash escape
@@ -164,17 +164,15 @@ def clean_inline(text: str) -> str:
     return show_entities(text) if "&" in text else text
 
 
-_LINK_TARGET = re.compile(r"(?<![!\\])\[[^\[\]\n]*\]\(([^()\s#]+)")  # linear: no "[" inside
-
-
 def linked_pages(text: str, page: str) -> set[str]:
     """The docs pages that inline links in ``text`` point to, as paths in the same tree as
     ``page`` ("../tutorial/errors.md#body" from how-to/a.md is tutorial/errors.md); links
     to other sites and site-absolute paths are left out."""
     here = posixpath.dirname(page)
-    return {posixpath.normpath(posixpath.join(here, target))
-            for target in _LINK_TARGET.findall(text) if ":" not in target
-            and not target.startswith("/")}
+    targets = (m["target"].split("#", 1)[0] for m in _INLINE_LINK.finditer(text)
+               if m["target"])
+    return {posixpath.normpath(posixpath.join(here, target)) for target in targets
+            if target and ":" not in target and not target.startswith("/")}
 
 
 # A shortcut reference link, "[regex crate]" (its definition elsewhere in the file): a
