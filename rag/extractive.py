@@ -328,7 +328,7 @@ def choose(question: str, passages: Sequence[Passage]) -> list[Quote]:
             words += follow.words
     quoted = {c.evidence.chunk.source_path for c in chosen}
     said = " ".join([best_text, *(q.text for q in lead),
-                     *(_window_quote(c)[0] for c in chosen[1:])])
+                     *(_window_quote(c, FURTHER_WINDOW_WORDS)[0] for c in chosen[1:])])
     for p in usable[1:]:
         if len(chosen) >= EXTRACTIVE_STATEMENTS or p.answer < RELATIVE_FLOOR * best.answer:
             break
@@ -348,7 +348,7 @@ def choose(question: str, passages: Sequence[Passage]) -> list[Quote]:
         if linked_pages(p.file_text, p.evidence.chunk.source_path) & quoted:
             continue  # "it's easier to use X ([Handling Errors](...))" points at a quote
         chosen.append(p)
-        said += " " + _window_quote(p)[0]
+        said += " " + _window_quote(p, FURTHER_WINDOW_WORDS)[0]  # as it will be shown
         quoted.add(p.evidence.chunk.source_path)
         covered |= p.terms
         words += p.words
