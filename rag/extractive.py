@@ -18,6 +18,7 @@ from itertools import pairwise
 from typing import TYPE_CHECKING
 
 from rag.inline import linked_pages
+from rag.leads import next_section, section_lead
 from rag.markup import version_marker
 from rag.passages import FACT, NAME_HEADING, is_labelled_fact
 from rag.prose import split_sentences
@@ -184,59 +185,6 @@ def _answer_to_part(index: int, part: Part, usable: Sequence[Passage],
     return max(found, key=lambda p: (p.parts[index], p.answer)) if found else None
 
 
-NEXT_SECTION_GAP = 4  # lines from a quote's end to the next section's first sentence
-
-
-def _next_section(best: Passage, end: int, passages: Sequence[Passage]) -> Passage | None:
-    """For a how-question whose quote ends its section without showing how (no code):
-    the opening of the section that follows on the page, when only its heading lies
-    between. Docs set out a case ("In this case, you can override the dependency"), then
-    show how under the next heading ("Use the `app.dependency_overrides` attribute")."""
-    path = best.evidence.chunk.source_path
-    if any(p.evidence is best.evidence and p.section == best.section and p.lines[0] > end
-           for p in passages):
-        return None  # the quote stops inside its section
-    after = [p for p in passages if p.evidence.chunk.source_path == path
-             and 0 < p.lines[0] - end <= NEXT_SECTION_GAP and not p.sentence.continues
-             and (p.evidence is not best.evidence or p.section != best.section)]
-    return min(after, key=lambda p: p.lines[0]) if after else None
-
-
-# A sentence that opens by pointing back at the one before it.
-_REFERS_BACK = re.compile(r"(?i)^(?:so|then|thus|therefore|hence|consequently|as\s+a\s+result"
-                          r"|that\s+way|this\s+way|with\s+th(?:at|is)"
-                          r"|in\s+th(?:at|is)\s+case|because\s+of\s+th(?:at|is)|that|this|these"
-                          r"|those|it|and|but)\b")
-LEAD_WORDS = 30  # a section's opening this short before the best sentence is quoted too
-ENTRY_LEAD_WORDS = 60  # and a definition-list entry's (its term and first sentences)
-
-
-def _section_lead(best: Passage, passages: Sequence[Passage]) -> list[Passage]:
-    """The sentences that open the best passage's section (or its definition-list entry)
-    before it, when the quote should start there: docs state a section's point first
-    ("You shouldn't pin starlette."), then explain, so a best sentence a few words into its
-    section is quoted from the start; an entry's first sentence names what it defines."""
-    same = sorted((p for p in passages if p.evidence is best.evidence
-                   and p.section == best.section
-                   and (not best.entry or p.group == best.group)),
-                  key=lambda p: p.order)
-    before = [p for p in same if p is not best and best in p.window]  # run on into best
-    # A list item that a sentence before it brought (it ends in ':') is quoted with it.
-    before = [p for p in before if not any(o is not p and o.lines[0] < p.lines[0]
-                                           and p.lines[1] <= o.lines[1] for o in before)]
-    limit = ENTRY_LEAD_WORDS if best.entry else LEAD_WORDS
-    if not before or before[0] is not same[0] or same[0].sentence.continues \
-            or (same[0].section < 0 and not best.entry) \
-            or sum(p.words for p in before) > limit:
-        # "So, the prefix in this case is `/items`." says what the sentence before it
-        # said: quote that one too.
-        last = before[-1] if before else None
-        return [last] if last is not None and last.window[0] is best \
-            and last.block.kind == "prose" and last.text == last.sentence.text \
-            and _REFERS_BACK.match(best.sentence.text) else []  # (a sentence, no list)
-    return before
-
-
 # "Of course, you can also install them manually": another way than the one the section
 # gave first, which a first quote should not leave out.
 _ALTERNATIVE = re.compile(r"(?i)^(?:of\s+course,?\s+|but\s+|and\s+)?(?:you|we)\s+"
@@ -304,7 +252,7 @@ def choose(question: str, passages: Sequence[Passage]) -> list[Quote]:
         dates or not is_release_note(p.evidence.chunk.source_path, p.heading))]
     usable.insert(0, best)
     defines = defined_terms(question)  # a sentence saying what X is needs no lead-in
-    lead = [] if defines and defines_term(best.sentence.text, defines) else _section_lead(
+    lead = [] if defines and defines_term(best.sentence.text, defines) else section_lead(
         best, passages)
     chosen = [best]
     covered = best.terms.union(*(w.terms for w in [*best.window, *lead])) | best.heading_terms
@@ -322,7 +270,7 @@ def choose(question: str, passages: Sequence[Passage]) -> list[Quote]:
             covered |= p.terms.union(*(w.terms for w in p.window))
             words += p.words
     if "code" in answer_kinds(question) and "`" not in best_text and "\n" not in best_text:
-        follow = _next_section(best, best_end, passages)
+        follow = next_section(best, best_end, passages)
         if follow is not None and words + follow.words <= ANSWER_WORDS:
             chosen.append(follow)
             words += follow.words
