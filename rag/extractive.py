@@ -31,6 +31,7 @@ from rag.questions import (
     query_terms,
     question_parts,
 )
+from rag.questions import terms as _terms
 from rag.records import Evidence
 from rag.scoring import WINDOW_WORDS, Passage, PassageScorer, defines_term, is_release_note, share
 from rag.text import word_count
@@ -182,7 +183,27 @@ def _answer_to_part(index: int, part: Part, usable: Sequence[Passage],
         page = best.evidence.chunk.source_path
         found = [p for p in fits if p.evidence.chunk.source_path == page
                  and any(f not in asked_facts for f in FACT.findall(p.sentence.text))]
-    return max(found, key=lambda p: (p.parts[index], p.answer)) if found else None
+    if not found:
+        return None
+    choice = max(found, key=lambda p: (p.parts[index], p.answer))
+    return _restated(choice, fits, {q.evidence.chunk.source_path for q in taken}) or choice
+
+
+RESTATED = 0.7  # a sentence sharing this share of its words with another restates it
+
+
+def _restated(p: Passage, candidates: Sequence[Passage], pages: set[str]) -> Passage | None:
+    """The same statement on a page the answer already quotes, when p's page is another:
+    docs restate a tutorial's sentence on a reference page, and an answer that cites the
+    page it already rests on says the same with one place fewer to check."""
+    if p.evidence.chunk.source_path in pages:
+        return None
+    own = set(_terms(p.sentence.text))
+    same = [(len(own & t) / len(own | t), q) for q in candidates
+            if q.evidence.chunk.source_path in pages
+            for t in [set(_terms(q.sentence.text))] if own | t]
+    best = max(same, key=lambda s: s[0], default=(0.0, None))
+    return best[1] if best[0] >= RESTATED else None
 
 
 # "Of course, you can also install them manually": another way than the one the section
@@ -295,6 +316,8 @@ def choose(question: str, passages: Sequence[Passage]) -> list[Quote]:
             continue  # a reference page restating the tutorial's sentence says nothing new
         if linked_pages(p.file_text, p.evidence.chunk.source_path) & quoted:
             continue  # "it's easier to use X ([Handling Errors](...))" points at a quote
+        p = _restated(p, [q for q in usable if words + q.words <= ANSWER_WORDS
+                          and not _overlaps_chosen(q, [*chosen, *lead])], quoted) or p
         chosen.append(p)
         said += " " + _window_quote(p, FURTHER_WINDOW_WORDS)[0]  # as it will be shown
         quoted.add(p.evidence.chunk.source_path)

@@ -162,6 +162,28 @@ def test_a_further_quote_restating_a_sentence_already_quoted_is_left_out() -> No
     assert len(statements) == 1 and statements[0][0] in (first, restated)  # the rule once
 
 
+def test_a_statement_restated_on_another_page_is_cited_where_the_answer_already_is() -> None:
+    intro = "You can stream events to the client with Server-Sent Events. Added in 0.135.0."
+    how = ("To stream SSE with FastAPI, use `yield` in your path operation function and set "
+           "`response_class=EventSourceResponse`.")
+    restated = ("To stream Server-Sent Events, use `yield` in your path operation function "
+                "and set `response_class=EventSourceResponse`.")
+    shown = [evidence("E1", f"## Server-Sent Events\n\n{intro}", path="tutorial/sse.md",
+                      score=0.9),
+             evidence("E2", f"## EventSourceResponse\n\n{restated}", path="reference/sse.md",
+                      score=0.6),
+             evidence("E3", f"## Stream SSE\n\n{how}", path="tutorial/sse.md", start=36,
+                      score=0.4)]
+    question = ("How do I stream Server-Sent Events from an endpoint, and which version "
+                "added it?")
+    statements, quotes = answer(question, shown, FakeEmbedder())
+    assert [labels for _, labels in statements] == [["E1"], ["E3"]]  # not the reference page
+    assert statements[1][0] == how and quotes[1] == (38, 38)
+    shown[2] = evidence("E3", "## Stream SSE\n\nSSE streams need a browser that supports "
+                        "`EventSource`.", path="tutorial/sse.md", start=36, score=0.4)
+    statements, _ = answer(question, shown, FakeEmbedder())
+    assert [labels for _, labels in statements][1] == ["E2"]  # said only there: cited there
+
 def test_a_further_quote_that_links_back_to_the_quoted_page_is_left_out() -> None:
     how = ("To override the handler, import `RequestValidationError` and use it with "
            "`@app.exception_handler(RequestValidationError)`.")
