@@ -316,6 +316,8 @@ def choose(question: str, passages: Sequence[Passage]) -> list[Quote]:
             continue  # a reference page restating the tutorial's sentence says nothing new
         if linked_pages(p.file_text, p.evidence.chunk.source_path) & quoted:
             continue  # "it's easier to use X ([Handling Errors](...))" points at a quote
+        if dated and is_release_note(p.evidence.chunk.source_path, p.heading):
+            continue  # the answer already says which version: a changelog entry repeats it
         p = _restated(p, [q for q in usable if words + q.words <= ANSWER_WORDS
                           and not _overlaps_chosen(q, [*chosen, *lead])], quoted) or p
         chosen.append(p)

@@ -353,6 +353,23 @@ def test_a_changelog_entry_is_not_added_to_an_answer_that_is_not_about_versions(
     assert statements == [(page, ["E1"])]
 
 
+def test_a_changelog_entry_is_not_added_once_the_answer_names_the_version() -> None:
+    page = ("You can make the renderer catch undefined variables by setting `strict_variables` "
+            "to `true`. (3.8.0)")
+    entry = "Catch undefined variables and non-existing filters in the Liquid renderer."
+
+    def cited(page_text: str) -> list[list[str]]:
+        shown = [evidence("E1", f"## Liquid\n\n{page_text}", path="configuration/liquid.md",
+                          score=0.9),
+                 evidence("E2", f"## 3.8.0\n\n* {entry}", path="history.md", score=0.4)]
+        statements, _ = answer("Since which version can the Liquid renderer catch undefined "
+                               "variables and non-existing filters?", shown, FakeEmbedder())
+        return [labels for _, labels in statements]
+
+    assert cited(page) == [["E1"]]  # it says 3.8.0 already: the entry would repeat it
+    assert cited(page.removesuffix(" (3.8.0)")) == [["E1"], ["E2"]]  # the entry dates it
+
+
 def test_a_version_marker_dates_its_whole_section_however_far_above() -> None:
     filler = "\n\n".join(f"Background paragraph number {i} about something else." for i in range(8))
     text = ("## Roles\n\n{{< new-in 0.153.0 />}}\n\n" + filler +
