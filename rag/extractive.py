@@ -189,14 +189,15 @@ def _answer_to_part(index: int, part: Part, usable: Sequence[Passage],
     return _restated(choice, fits, {q.evidence.chunk.source_path for q in taken}) or choice
 
 
-RESTATED = 0.7  # a sentence sharing this share of its words with another restates it
+RESTATED = 0.7  # a sentence sharing this share of its words with another restates it,
+RESTATED_WORDS = 8  # when it is this long ("Default: **2**" is said of many settings)
 
 
 def _restated(p: Passage, candidates: Sequence[Passage], pages: set[str]) -> Passage | None:
     """The same statement on a page the answer already quotes, when p's page is another:
     docs restate a tutorial's sentence on a reference page, and an answer that cites the
     page it already rests on says the same with one place fewer to check."""
-    if p.evidence.chunk.source_path in pages:
+    if p.evidence.chunk.source_path in pages or word_count(p.sentence.text) < RESTATED_WORDS:
         return None
     own = set(_terms(p.sentence.text))
     same = [(len(own & t) / len(own | t), q) for q in candidates

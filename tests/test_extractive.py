@@ -184,6 +184,23 @@ def test_a_statement_restated_on_another_page_is_cited_where_the_answer_already_
     statements, _ = answer(question, shown, FakeEmbedder())
     assert [labels for _, labels in statements][1] == ["E2"]  # said only there: cited there
 
+def test_a_short_line_said_of_many_settings_is_never_taken_for_a_restatement() -> None:
+    from rag.extractive import _restated
+
+    def passage(text: str, path: str):
+        shown = [evidence("E1", text, path=path)]
+        found = PassageScorer(FakeEmbedder()).passages("What is the default fetchTimeout?",
+                                                       shown)
+        return max(found, key=lambda p: p.lines[0])
+
+    value = passage("## lockfileDepth\n\n* Default: **10**", "settings/lockfile.md")
+    other = passage("## fetchTimeout\n\n* Default: **10**", "settings/network.md")
+    assert _restated(other, [value], {"settings/lockfile.md"}) is None  # another setting's
+    said = "The HTTP request timeout of every registry fetch, in milliseconds, is ten seconds."
+    tutorial = passage(f"## Timeouts\n\n{said}", "settings/lockfile.md")
+    reference = passage(f"## fetchTimeout\n\n{said}", "settings/network.md")
+    assert _restated(reference, [tutorial], {"settings/lockfile.md"}) is tutorial
+
 def test_a_further_quote_that_links_back_to_the_quoted_page_is_left_out() -> None:
     how = ("To override the handler, import `RequestValidationError` and use it with "
            "`@app.exception_handler(RequestValidationError)`.")
