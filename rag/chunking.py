@@ -103,6 +103,8 @@ class ParsedDoc:
     lines: list[str]
     front_matter: dict[str, Any]
     body_start: int  # 1-based line number of the first line after the front matter
+    # Why a closed front-matter block could not be parsed (the YAML or TOML error).
+    front_matter_error: str | None = None
 
 
 def parse_document(text: str) -> ParsedDoc:
@@ -111,25 +113,28 @@ def parse_document(text: str) -> ParsedDoc:
     lines = text.split("\n")
     if lines[-1] == "":
         lines.pop()  # a final line break ends the last line, it does not start a new one
-    front_matter, body_start = _front_matter(lines)
-    return ParsedDoc(lines=lines, front_matter=front_matter, body_start=body_start)
+    front_matter, body_start, error = _front_matter(lines)
+    return ParsedDoc(lines=lines, front_matter=front_matter, body_start=body_start,
+                     front_matter_error=error)
 
 
-def _front_matter(lines: list[str]) -> tuple[dict[str, Any], int]:
+def _front_matter(lines: list[str]) -> tuple[dict[str, Any], int, str | None]:
     opening = lines[0].rstrip() if lines else ""
     closers = {"---": ("---", "..."), "+++": ("+++",)}.get(opening)
     if closers is None:
-        return {}, 1
+        return {}, 1, None
     for i in range(1, len(lines)):
         if lines[i].rstrip() in closers:
             raw = "\n".join(lines[1:i])
             try:
                 data = tomllib.loads(raw) if opening == "+++" else yaml.load(raw, _YAML_LOADER)
             # ValueError also covers TOML syntax, out-of-range YAML dates and bad encodings.
-            except (yaml.YAMLError, ValueError, TypeError, RecursionError, OverflowError):
-                data = None
-            return (data if isinstance(data, dict) else {}), i + 2
-    return {}, 1  # no closing delimiter: a leading thematic break, not front matter
+            except (yaml.YAMLError, ValueError, TypeError, RecursionError, OverflowError) as exc:
+                return {}, i + 2, f"{type(exc).__name__}: {str(exc).splitlines()[0]:.80}"
+            # An empty block, or one that reads as a scalar or list (a thematic break and
+            # prose), has no keys; the raw scan still catches a visibility line in it.
+            return (data if isinstance(data, dict) else {}), i + 2, None
+    return {}, 1, None  # no closing delimiter: a leading thematic break, not front matter
 
 
 def source_id_for(path: str) -> str:
@@ -181,7 +186,7 @@ def chunk_document(
             units.extend(Unit(piece, (path_names,)) for piece in sizer.split(*span, fenced))
     units = merge_small(units, sizer, min_tokens)
 
-    groups = visibility or read_visibility(text, doc.front_matter, doc.body_start > 1)
+    groups = visibility or read_visibility(text, doc)
     source_id = source_id_for(path)
     seen: dict[str, int] = {}
     chunks = []

@@ -217,7 +217,12 @@ class VisibilitySettings(_Section):
     groups_by_path: dict[str, list[str]] = Field(
         default_factory=dict,
         description="Glob (relative to the docs root, forward slashes, matched ignoring case) "
-        "-> groups allowed; unmatched = public.",
+        "-> groups allowed; unmatched = default_groups.",
+    )
+    default_groups: list[str] = Field(
+        default_factory=list,
+        description="Groups that may read a file no front matter or groups_by_path rule "
+        "restricts; empty (the default) = such files are public. Set it to deny by default.",
     )
 
     @field_validator("groups_by_path")

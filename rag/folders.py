@@ -43,7 +43,10 @@ def _shape(settings: Settings) -> dict[str, object]:
 def cache_index_for(docs: Path, settings: Settings) -> Path:
     """The cache index folder of one docs folder under one embedding model and chunking."""
     real = docs.resolve()
-    key = json.dumps([str(real), _shape(settings)], sort_keys=True)
+    # The visibility rules are part of the key: two configs that restrict differently never
+    # share an index, even for a moment between one's re-index and the other's.
+    key = json.dumps([str(real), _shape(settings), settings.visibility.model_dump()],
+                     sort_keys=True)
     digest = hashlib.sha256(key.encode()).hexdigest()[:16]
     return cache_root() / f"{real.name or 'root'}-{digest}"
 
@@ -57,7 +60,7 @@ def docs_of_index(index: Path) -> Path | None:
 def _fingerprint(settings: Settings) -> str:
     """Settings a re-index applies even to unchanged files (visibility patterns, file rules)."""
     data = {**_shape(settings), "docs": [settings.docs.extensions, settings.docs.max_file_bytes],
-            "visibility": settings.visibility.groups_by_path}
+            "visibility": settings.visibility.model_dump()}
     return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()
 
 

@@ -36,7 +36,7 @@ from rag.embedding import Embedder
 from rag.errors import IndexingError
 from rag.markup import clean_markup, is_mdx
 from rag.records import Chunk
-from rag.visibility import UnclearVisibility, read_visibility
+from rag.visibility import UnclearVisibility, read_visibility, visibility_warnings
 from rag.walker import read_text, walk_docs, walk_sources
 
 __all__ = ["IndexReport", "build_index", "embed_text", "read_text", "visibility_for",
@@ -107,13 +107,16 @@ def pattern_matches(pattern: str, rel: str) -> bool:
 
 
 def visibility_for(rel: str, front_matter: Sequence[str], settings: Settings) -> tuple[str, ...]:
-    """Front matter wins; otherwise the groups of every matching config pattern; else public."""
+    """Front matter wins; otherwise the groups of every matching config pattern; otherwise
+    ``visibility.default_groups`` (empty by default: public)."""
     if front_matter:
         return tuple(sorted(set(front_matter)))
     groups: set[str] = set()
     for pattern, allowed in settings.visibility.groups_by_path.items():
         if pattern_matches(pattern, rel):
             groups.update(g for g in allowed if g.strip())
+    if not groups:
+        groups.update(g.strip() for g in settings.visibility.default_groups if g.strip())
     return tuple(sorted(groups))
 
 
@@ -244,12 +247,13 @@ def _chunk_files(
         prior = old_files.get(rel)
         parsed = parse_document(text)
         try:
-            front = list(read_visibility(text, parsed.front_matter, parsed.body_start > 1))
+            front = list(read_visibility(text, parsed))
         except UnclearVisibility as exc:
             # Indexing it would make a restricted file public: leave it out until fixed.
             report.warnings.append(f"skipped {rel}: {exc}")
             no_chunks["skipped (see warnings)"] += 1
             continue
+        report.warnings.extend(f"{rel}: {why}" for why in visibility_warnings(text, parsed))
         links = aliases.get(rel, [])
         if prior is not None and prior.content_hash == digest and same_rules:
             visibility = _visibility_of_links(rel, links, front, settings)

@@ -174,7 +174,7 @@ def restricted_to(rel: str, chunks: Iterable[Any], manifest_groups: Iterable[str
         text = "\n".join(lines)
         parsed = parse_document(text)
         try:
-            front = read_visibility(text, parsed.front_matter, parsed.body_start > 1)
+            front = read_visibility(text, parsed)
         except UnclearVisibility:
             front = NOBODY  # the indexer leaves such a file out: nobody may read it
         sets.append(visibility_for(rel, list(front), settings))

@@ -1,33 +1,37 @@
 """Who may read a Source, from its front matter, read so that no mistake makes it public.
 
 A file is restricted by front matter ``visibility: [staff, ops]`` (YAML ``---`` or TOML
-``+++``; a comma-separated string works too). Authors make mistakes with that line:
-a wrong key case, a mapping instead of a list, an empty value, a block that the parser
-does not read as front matter at all (a blank line or a space before it, no closing
-delimiter, CR-only line endings, JSON front matter). Each of those would leave a plain
-parser with no groups, which means public. So this module reads the file twice:
+``+++``; a comma-separated string works too). Two reads decide, and both must agree:
 
-1. Raw: every block at the top of the file that *looks* like front matter, however the
-   parser would treat it, is searched for keys that start with "visibility" (any case,
-   Unicode compatibility forms folded, invisible format characters removed): the word
-   followed by ``:``, ``=``, ``]`` or ``.``, as a YAML, JSON or TOML key or table would
-   be. Prose such as ``title: Visibility`` is not a key.
-2. Parsed: the front matter the chunker really reads.
+1. **Parsed** (the authority): the front matter the chunker really reads. Every key it
+   holds, at any depth and however it was spelled in the file (escapes such as
+   ``"visib\x69lity"``, a YAML alias or merge key, any case, Unicode compatibility forms,
+   invisible format characters), is folded and compared with ``visibility``.
+2. **Raw** (a second net): every block at the top of the file that *looks* like front
+   matter, however the parser would treat it (a blank line or a space before it, no
+   closing delimiter, CR-only line endings, JSON), is searched for keys that start with
+   "visibility" followed by ``:``, ``=``, ``]`` or ``.``. Prose such as
+   ``title: Visibility`` is not a key.
 
-When the raw read finds no mention, the file sets no groups (``groups_by_path`` in the
-config may still restrict it). When it does, the parsed front matter must hold exactly
-one top-level ``visibility`` key, mentioned exactly once, whose value is a non-empty
-list of group names (or a comma-separated string of them). Anything else raises
-:class:`UnclearVisibility`, and the indexer leaves the file out with one warning line:
-never public, and never restricted to groups nobody meant.
+When neither read finds a mention and the front matter parses, the file sets no groups
+(``groups_by_path`` or ``default_groups`` in the config may still restrict it). Otherwise
+the parsed front matter must hold exactly one ``visibility`` key, at the top level,
+mentioned exactly once in the raw text, whose value is a non-empty list of group names
+(or a comma-separated string of them). Anything else, and any front-matter block that
+does not parse, raises :class:`UnclearVisibility`: the indexer leaves the file out with
+one warning line, never public and never restricted to groups nobody meant.
+
+:func:`visibility_warnings` names what is legal but probably a mistake: a key that looks
+like ``visibility`` but is not (a typo, a Cyrillic letter), or a second block after the
+front matter.
 """
 
 from __future__ import annotations
 
 import re
 import unicodedata
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Iterator, Mapping
+from typing import Any, Protocol
 
 # A group name: letters, digits and a few separators; no spaces, quotes or brackets.
 GROUP_NAME = re.compile(r"[^\W_][\w.@+\-]*")
@@ -102,20 +106,89 @@ def _groups(value: Any) -> tuple[str, ...]:
     return tuple(dict.fromkeys(names))
 
 
-def read_visibility(text: str, front_matter: Mapping[Any, Any], read: bool) -> tuple[str, ...]:
+class _Parsed(Protocol):
+    """What :func:`read_visibility` needs of ``chunking.ParsedDoc``."""
+
+    front_matter: Mapping[Any, Any]
+    body_start: int
+    front_matter_error: str | None
+
+
+def _keys(value: Any, depth: int = 0) -> Iterator[tuple[str, int]]:
+    """Every key of a parsed front matter with its depth (0 = top level), folded."""
+    if depth > 32:  # deeper than any real front matter; aliases may make it cyclic
+        return
+    if isinstance(value, Mapping):
+        for key, item in value.items():
+            yield _fold(str(key)).strip(), depth
+            yield from _keys(item, depth + 1)
+    elif isinstance(value, list):
+        for item in value:
+            yield from _keys(item, depth + 1)
+
+
+def _names_visibility(folded_key: str) -> bool:
+    return _KEY_WORD in "".join(ch for ch in folded_key if ch.isalnum())
+
+
+def read_visibility(text: str, doc: _Parsed) -> tuple[str, ...]:
     """Groups the file's front matter allows; () when it does not mention visibility.
 
-    ``front_matter`` is what the chunker parsed and ``read`` whether it found a front
-    matter block at all. Raises UnclearVisibility when visibility is mentioned in any
-    form other than one clean, top-level list of group names in that front matter.
+    ``doc`` is what the chunker parsed from ``text``. Raises UnclearVisibility when the
+    front matter does not parse, or mentions visibility in any form other than one
+    clean, top-level list of group names on which the parsed and the raw read agree.
     """
+    if doc.front_matter_error is not None:
+        raise UnclearVisibility(f"the front matter cannot be read ({doc.front_matter_error})")
     mentions = sum(len(_KEY.findall(_fold("\n".join(block)))) for block in _raw_blocks(text))
-    if not mentions:
+    found = [(key, depth) for key, depth in _keys(doc.front_matter) if _names_visibility(key)]
+    if not mentions and not found:
         return ()
-    keys = [k for k in front_matter if _fold(str(k)).strip() == _KEY_WORD]
-    if not read or not keys:
+    top = [k for k in doc.front_matter if _fold(str(k)).strip() == _KEY_WORD]
+    if not found or doc.body_start <= 1:
         raise UnclearVisibility("visibility is set outside front matter that can be read "
                                 "(check the delimiters, line endings and indentation)")
-    if mentions > 1 or len(keys) > 1:
-        raise UnclearVisibility("visibility is mentioned more than once in the front matter")
-    return _groups(front_matter[keys[0]])
+    if not mentions:
+        raise UnclearVisibility("the front matter sets visibility in a form the raw text does "
+                                "not show (an escaped, aliased or merged key)")
+    if mentions > 1 or len(found) > 1 or len(top) != 1:
+        raise UnclearVisibility("visibility is mentioned more than once, or not as one "
+                                "top-level key, in the front matter")
+    return _groups(doc.front_matter[top[0]])
+
+
+# Letters that look like Latin ones in "visibility" (Cyrillic, Greek, digits).
+_LOOKALIKE = str.maketrans({"\u0456": "i", "\u0131": "i", "\u03b9": "i", "1": "l", "\u0455": "s",
+                            "\u0432": "b", "\u0443": "y", "\u0442": "t", "\u04cf": "l",
+                            "\u0406": "i", "\u0251": "a", "\u03bd": "v", "\u0475": "v",
+                            "|": "l", "!": "i"})
+_RAW_KEY = re.compile(r"^[ \t\"'\[{]*([^\s:=\"'\[\]{]{4,40})[\"'\]]?[ \t]*[:=]", re.MULTILINE)
+
+
+def _near(a: str, b: str, most: int = 2) -> bool:
+    """Edit distance of a and b is at most ``most`` (a and b are short)."""
+    if abs(len(a) - len(b)) > most:
+        return False
+    row = list(range(len(b) + 1))
+    for i, ca in enumerate(a, 1):
+        prev, row[0] = row[0], i
+        for j, cb in enumerate(b, 1):
+            prev, row[j] = row[j], min(row[j] + 1, row[j - 1] + 1, prev + (ca != cb))
+    return row[-1] <= most
+
+
+def visibility_warnings(text: str, doc: _Parsed) -> list[str]:
+    """Legal front matter that is probably a mistake, one line each (the file stays indexed)."""
+    blocks = _raw_blocks(text)
+    raw_keys = {_fold(m) for block in blocks for m in _RAW_KEY.findall("\n".join(block))}
+    keys = raw_keys | {key for key, _ in _keys(doc.front_matter)}
+    out = []
+    for key in sorted(keys):
+        bare = "".join(ch for ch in key.translate(_LOOKALIKE) if ch.isalnum())
+        if not _names_visibility(key) and (bare == _KEY_WORD or _near(bare, _KEY_WORD)):
+            out.append(f"front matter key {key!r} looks like 'visibility' but is not one: "
+                       "it restricts nothing")
+    if len(blocks) > 1:
+        out.append("a second front-matter-like block follows the front matter: only the "
+                   "first is read")
+    return out

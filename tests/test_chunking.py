@@ -15,6 +15,7 @@ from rag.chunking import (
     span_text,
 )
 from rag.records import Chunk
+from rag.visibility import UnclearVisibility
 from tests.conftest import CORPORA as SHARED_CORPORA
 from tests.conftest import REPO
 
@@ -138,15 +139,17 @@ def test_toml_front_matter() -> None:
 @pytest.mark.parametrize(
     "text",
     [
-        "---\ntitle: [unclosed\n---\n# A\n", "---\n- just a list\n---\n# A\n",
+        "---\ntitle: [unclosed\n---\n# A\n",
         "---\ndate: 2024-13-45\n---\n# A\n",  # yaml parses it, datetime rejects it
         "+++\ntitle = \n+++\n# A\n",
     ],
 )
-def test_unparsable_front_matter_gives_empty_dict_and_is_still_skipped(text: str) -> None:
+def test_unparsable_front_matter_is_reported_and_the_file_refused(text: str) -> None:
     doc = parse_document(text)
-    assert (doc.front_matter, doc.body_start) == ({}, 4)
-    assert [(c.start_line, c.text) for c in chunk(text)] == [(4, "# A")]
+    assert (doc.front_matter, doc.body_start) == ({}, 4) and doc.front_matter_error
+    # It might have held a visibility key: such a file is left out, never public.
+    with pytest.raises(UnclearVisibility, match="cannot be read"):
+        chunk(text)
 
 
 @pytest.mark.parametrize(

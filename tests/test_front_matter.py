@@ -64,7 +64,7 @@ CLEAN = {
 
 def groups_of(text: str) -> tuple[str, ...]:
     parsed = parse_document(text)
-    return read_visibility(text, parsed.front_matter, parsed.body_start > 1)
+    return read_visibility(text, parsed)
 
 
 @pytest.mark.parametrize("head", BROKEN.values(), ids=BROKEN.keys())
