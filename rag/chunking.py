@@ -273,6 +273,16 @@ def _heading_name(raw: str) -> str:
     return _cap(name)
 
 
+def atx_heading(line: str) -> tuple[int, str] | None:
+    """(level, name) of an ATX heading line (``## Name {#id} ##``), else None.
+
+    The one heading rule: the chunker's heading paths and the answer side's passages both
+    read headings through it. Linear in the line's length, whatever the line holds.
+    """
+    atx = _ATX.fullmatch(line)
+    return (len(atx[1]), _atx_name(atx[2] or "")) if atx else None
+
+
 def _atx_name(rest: str) -> str:
     """The name of an ATX heading from the text after its opening ``#``s."""
     name = rest.rstrip(" \t")
@@ -315,8 +325,8 @@ def _scan(lines: list[str], body: int) -> tuple[list[tuple[int, int, str]], list
             if not (first == "`" and "`" in opening[2]):
                 fence, fenced[i], para = opening[1], True, None
                 continue
-        elif first == "#" and (atx := _ATX.fullmatch(line)):
-            headings.append((i, len(atx[1]), _atx_name(atx[2] or "")))
+        elif first == "#" and (atx := atx_heading(line)):
+            headings.append((i, *atx))
             para, blocked = None, False
             continue
         elif (first in "=-" and para is not None and i - para <= SETEXT_MAX_LINES

@@ -279,7 +279,8 @@ def mcp(
 def verify(
     answer_file: Annotated[Path, typer.Argument(help="A saved `rag ask --json` answer.")],
     docs: Annotated[Path | None, typer.Option(
-        "--docs", help="Docs folder (default: the one the answer was made from).")] = None,
+        "--docs", help="Docs folder (default: the one the index was built from).")] = None,
+    index: IndexOpt = DEFAULT_INDEX,
     config: ConfigOpt = None,
     json_out: JsonOpt = False,
 ) -> None:
@@ -289,7 +290,7 @@ def verify(
     """
     from rag.reverify import verify_file
 
-    code = verify_file(answer_file, docs, cli_settings(config), json_out=json_out,
+    code = verify_file(answer_file, docs, index, cli_settings(config), json_out=json_out,
                        echo=typer.echo)
     raise typer.Exit(code)
 

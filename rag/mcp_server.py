@@ -18,10 +18,10 @@ from typing import Annotated, Any, TypeVar
 from pydantic import Field
 
 from rag.config import Settings
+from rag.docfiles import DocsGate
 from rag.errors import RagError
-from rag.paths import check_relative
 from rag.pipeline import Pipeline
-from rag.reverify import answer_json, file_lines, may_see, restricted_to
+from rag.reverify import answer_json, may_see, restricted_to
 
 MAX_READ_LINES = 400  # lines one read_lines call returns at most
 INSTRUCTIONS = (
@@ -116,25 +116,19 @@ class DocsTools:
         if end_line - start_line + 1 > MAX_READ_LINES:
             raise RagError(f"at most {MAX_READ_LINES} lines per call")
         unknown = RagError(f"no source {path!r} in the docs you may see (list_sources has them)")
-        try:
-            rel = check_relative(path, "source")
-            real, lines = file_lines(self.docs, rel)
-        except RagError:
-            raise unknown from None
-        # One answer for missing, not indexed and restricted: a caller without the group
-        # must not learn that a restricted file exists.
-        if not self._visible(rel, lines):
+        # One gate and one answer for missing, not indexed and restricted: a caller without
+        # the group must not learn that a restricted file exists.
+        found = DocsGate(self.docs, self.settings.docs.max_file_bytes,
+                         self.version.manifest.files, self._visible,
+                         tuple(self.settings.docs.extensions)).open(path)
+        if found is None:
             raise unknown
-        if lines is None:
-            raise RagError(f"{rel} can no longer be read from the docs folder")
+        rel, lines = found.rel, found.lines
         if start_line > len(lines):
             raise RagError(f"{rel} has {len(lines)} lines; start_line {start_line} is past its end")
         end = min(end_line, len(lines))
-        try:
-            changed = hashlib.sha256(real.read_bytes()).hexdigest() != (
-                self.version.manifest.files[rel].content_hash)
-        except OSError:
-            changed = True
+        changed = hashlib.sha256(found.raw).hexdigest() != (
+            self.version.manifest.files[rel].content_hash)
         return {"source_path": rel, "start_line": start_line, "end_line": end,
                 "total_lines": len(lines), "changed_since_indexed": changed,
                 "lines": [{"number": n, "text": lines[n - 1]}

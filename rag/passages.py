@@ -14,6 +14,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
+from rag.chunking import atx_heading
 from rag.fences import (
     closes_fence,
     hidden_code_lines,
@@ -39,9 +40,7 @@ from rag.markup import (
 _OPTION = re.compile(r"^\s*(?:-\w,\s+)?--?[\w][\w.-]*(?:[ =][\w<>\[\]|.-]+)?\s{2,}\S")
 MIN_OPTIONS = 3
 BULLET = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s+")  # a list item's marker
-_HEADING = re.compile(r"^#{1,6}\s+(.*?)\s*(?:\{\s*#[^}]*\})?\s*#*\s*$")
 _HTML_HEADING = re.compile(r"(?i)<h[1-6]\b[^>]*>.*</h[1-6]>")
-_ANCHOR = re.compile(r"\s*\{\s*(?:#[^}]*|/\*[^}]*?\*/\s*)\}")  # {#id}, MDX's {/*id*/}
 # Lines that are docs-generator markup, not content: admonition and tab markers (/// note,
 # !!! tip, === "pip", ::: info), Hugo shortcodes, link definitions, bare HTML tags (and, as
 # rag.markup says, cross-reference anchors, block attributes, MDC markers, Liquid tags and
@@ -189,7 +188,7 @@ def _table_rows(raw: Sequence[str]) -> set[int]:
 def _lazy_continuation(line: str) -> bool:
     """A line at the margin right below a list item that goes on with its text ("allow.
     (Defaults 20)"), as Markdown reads it, rather than opening a heading, table or tag."""
-    return not _HEADING.match(line) and not line.startswith(("|", ">", "<", ":", "{", "![")) \
+    return atx_heading(line) is None and not line.startswith(("|", ">", "<", ":", "{", "![")) \
         and not set(line.strip()) <= set("-=*_ ")  # a rule or a heading's underline
 
 
@@ -283,15 +282,14 @@ def read_blocks(text: str, first_line_is_file_start: bool = False) -> list[Block
                                     heading_line, fact_line, fact, owner >= 0, owner))
             i = j + 1
             continue
-        match = _HEADING.match(line)
+        atx = atx_heading(line)
         if _MARKUP.search(line):
             current.append(i)  # evidence markup: the whole paragraph it sits in is dropped
-        elif match:
+        elif atx:
             flush()
             group = -1
-            level = len(line) - len(line.lstrip("#"))
-            stack = [h for h in stack if h[0] < level] + [
-                (level, _ANCHOR.sub("", match.group(1)).strip(), i)]
+            level, name = atx
+            stack = [h for h in stack if h[0] < level] + [(level, name, i)]
             heading, heading_line = " > ".join(h[1] for h in stack), i
             fact_line, fact = max(((h[2], h[1]) for h in stack if FACT.search(h[1])),
                                   default=(-1, ""))

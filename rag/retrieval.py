@@ -25,6 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from rag.config import IndexSettings, RetrievalSettings
+from rag.docfiles import read_source
 from rag.embedding import Embedder
 from rag.errors import RetrievalError
 from rag.records import Chunk, SearchHit
@@ -315,18 +316,16 @@ def _file_holds(run: list[Chunk], files: dict[str, list[str] | None], root: Path
 
 
 def _read_lines(root: Path, rel: str) -> list[str] | None:
-    """The file's lines numbered as the chunker numbers them; None if unreadable or outside."""
-    target = (root / rel).resolve()
-    if root not in target.parents:
-        return None
+    """The file's lines numbered as the chunker numbers them; None if it cannot be read
+    through the docs gate (rag.docfiles: a regular file at that path, under the size cap)."""
     try:
-        stat = target.stat()
-        return _lines_of(str(target), stat.st_mtime_ns, stat.st_size)
-    except (OSError, UnicodeDecodeError):
+        info = (root / rel).lstat()
+    except (OSError, ValueError):
         return None
+    return _lines_of(str(root), rel, info.st_mtime_ns, info.st_size)
 
 
 @lru_cache(maxsize=64)  # keyed by mtime and size, so an edited file is read again
-def _lines_of(path: str, mtime_ns: int, size: int) -> list[str]:
-    text = Path(path).read_bytes().decode("utf-8-sig")
-    return text.replace("\r\n", "\n").split("\n")
+def _lines_of(root: str, rel: str, mtime_ns: int, size: int) -> list[str] | None:
+    found = read_source(Path(root), rel)
+    return None if found is None else found[0].replace("\r\n", "\n").split("\n")

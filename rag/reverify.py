@@ -18,8 +18,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, field_validator
 
+from rag.docfiles import DocsGate
 from rag.errors import CitationError, RagError, UsageError
-from rag.paths import check_inside, check_relative
 from rag.records import Answer, Chunk
 
 Status = Literal["exact", "moved", "changed", "gone"]
@@ -67,21 +67,6 @@ def answer_json(answer: Answer, docs_root: Path | None) -> dict[str, Any]:
     return data
 
 
-def file_lines(docs: Path, source_path: str) -> tuple[Path, list[str] | None]:
-    """(real path, lines numbered as the chunker numbers them, or None when unreadable).
-
-    A path that is absolute, has ``..`` or resolves outside the docs folder raises AccessError.
-    """
-    from rag.chunking import parse_document
-
-    rel = check_relative(source_path, "cited file")
-    real = check_inside(docs / rel, docs, "cited file")
-    try:
-        return real, parse_document(real.read_bytes().decode("utf-8-sig")).lines
-    except (OSError, UnicodeDecodeError):
-        return real, None
-
-
 def locate(lines: list[str] | None, start: int, end: int, text: str) -> tuple[Status, int, int]:
     """Status of one cited range, and where its text is now (the old range unless moved)."""
     if lines is None:
@@ -101,58 +86,70 @@ def _recorded_text(citation: dict[str, Any], evidence: dict[str, dict[str, Any]]
     """The text a saved citation cites: its own `text`, the server's `lines`, or the evidence."""
     if isinstance(citation.get("text"), str):
         return str(citation["text"])
-    if isinstance(citation.get("lines"), list) and citation["lines"]:
-        return "\n".join(str(line.get("text", "")) for line in citation["lines"])
+    lines = citation.get("lines")
+    if isinstance(lines, list) and lines:
+        if not all(isinstance(line, dict) and isinstance(line.get("text", ""), str)
+                   for line in lines):
+            raise UsageError(f"citation {str(citation.get('label'))!r:.20}: `lines` must be "
+                             "objects with a `text`")
+        return "\n".join(line.get("text", "") for line in lines)
     ev = evidence.get(str(citation.get("label")))
-    if ev is not None and isinstance(ev.get("text"), str):
-        lines = ev["text"].split("\n")
-        first = int(citation["start_line"]) - int(ev.get("start_line", 1))
-        return "\n".join(lines[first:first + int(citation["end_line"])
-                               - int(citation["start_line"]) + 1])
-    raise UsageError(f"citation {citation.get('label')!r} has no recorded text to check; "
-                   "save answers with `rag ask --json`")
+    if ev is not None and isinstance(ev.get("text"), str) and _line_no(ev.get("start_line", 1)):
+        text = ev["text"].split("\n")
+        first = citation["start_line"] - int(ev.get("start_line", 1))
+        return "\n".join(text[first:first + citation["end_line"] - citation["start_line"] + 1])
+    raise UsageError(f"citation {str(citation.get('label'))!r:.20} has no recorded text to "
+                     "check; save answers with `rag ask --json`")
+
+
+def _line_no(value: Any) -> bool:
+    """A line number as JSON may carry it: 12 or 12.0, from 1 to 10**9 (no NaN, no inf)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return False
+    return (isinstance(value, int) or value.is_integer()) and 1 <= value <= 10**9
 
 
 def _citations(data: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every citation of a saved answer, once per (path, range); UsageError (one line, a
+    4xx over HTTP) for anything that is not a saved answer's shape."""
     if not isinstance(data, dict) or not isinstance(data.get("citations"), list):
         raise UsageError("not a saved answer: no `citations` list (save one with `rag ask --json`)")
+    statements = data.get("statements") or []
+    if not isinstance(statements, list):
+        raise UsageError("not a saved answer: `statements` is not a list")
     out = list(data["citations"])
-    for statement in data.get("statements") or []:
-        out.extend(statement.get("citations") or [] if isinstance(statement, dict) else [])
+    for statement in statements:
+        cited = statement.get("citations") or [] if isinstance(statement, dict) else []
+        out.extend(cited if isinstance(cited, list) else [None])
     seen: dict[tuple[str, int, int], dict[str, Any]] = {}
     for c in out:
-        try:
-            key = (str(c["source_path"]), int(c["start_line"]), int(c["end_line"]))
-        except (KeyError, TypeError, ValueError):
-            raise UsageError(f"citation {c!r:.60} lacks source_path, start_line or end_line") \
-                from None
-        seen.setdefault(key, c)
+        path = c.get("source_path") if isinstance(c, dict) else None
+        if not isinstance(path, str) or not path or any(ord(ch) < 32 for ch in path) \
+                or not _line_no(c.get("start_line")) or not _line_no(c.get("end_line")):
+            raise UsageError(f"citation {c!r:.60} lacks source_path, start_line or end_line "
+                             "(a non-empty path and line numbers from 1)")
+        c = {**c, "start_line": int(c["start_line"]), "end_line": int(c["end_line"])}
+        seen.setdefault((path, c["start_line"], c["end_line"]), c)
     return list(seen.values())
 
 
-def recheck_answer(
-    data: dict[str, Any], docs: Path, *, may_see: Callable[[str, list[str] | None], bool]
-    | None = None,
-) -> list[Recheck]:
-    """Check every citation of a saved answer (deduplicated by range) against ``docs``.
+def recheck_answer(data: dict[str, Any], gate: DocsGate) -> list[Recheck]:
+    """Check every citation of a saved answer (deduplicated by range) through ``gate``.
 
-    ``may_see(path, lines)`` (HTTP) decides whether the caller may learn anything about a
-    file; a citation to one they may not see fails the whole check with AccessError.
+    A citation of a file the gate does not open (missing, not a Source, or one the caller
+    may not see) is ``gone``: a restricted file looks exactly like a missing one.
     """
-    from rag.errors import AccessError
-
     evidence = {str(e.get("label")): e for e in data.get("evidence") or [] if isinstance(e, dict)}
     out: list[Recheck] = []
     for c in _citations(data):
         text = _recorded_text(c, evidence)
-        _, lines = file_lines(docs, str(c["source_path"]))
-        if may_see is not None and not may_see(str(c["source_path"]), lines):
-            raise AccessError(f"citation {str(c.get('label'))!r:.20} points to a source you "
-                              "may not see")
-        status, start, end = locate(lines, int(c["start_line"]), int(c["end_line"]), text)
+        found = gate.open(c["source_path"])
+        status, start, end = locate(found.lines if found else None, c["start_line"],
+                                    c["end_line"], text)
         moved = status == "moved"
-        out.append(Recheck(str(c.get("label", "")), str(c["source_path"]), int(c["start_line"]),
-                           int(c["end_line"]), c.get("heading"), status,
+        heading = c.get("heading") if isinstance(c.get("heading"), str) else None
+        out.append(Recheck(str(c.get("label", "")), c["source_path"], c["start_line"],
+                           c["end_line"], heading, status,
                            start if moved else None, end if moved else None))
     return out
 
@@ -185,17 +182,22 @@ def may_see(groups: frozenset[str], restrictions: list[tuple[str, ...]]) -> bool
     return all(not groups.isdisjoint(s) for s in restrictions)
 
 
+_CITATION_SCHEMA: dict[str, Any] = {
+    "type": "object", "required": ["source_path", "start_line", "end_line"],
+    "properties": {"source_path": {"type": "string", "minLength": 1,
+                                   "pattern": "^[^\\u0000-\\u001f]+$"},
+                   "start_line": {"type": "integer", "minimum": 1, "maximum": 10**9},
+                   "end_line": {"type": "integer", "minimum": 1, "maximum": 10**9},
+                   "text": {"type": "string"},
+                   "lines": {"type": "array", "minItems": 1, "items": {
+                       "type": "object", "properties": {"text": {"type": "string"}}}}},
+    "anyOf": [{"required": ["text"]}, {"required": ["lines"]}]}
 _SAVED_ANSWER_SCHEMA: dict[str, Any] = {
     "required": ["citations"],
-    "properties": {"citations": {"type": "array", "items": {
-        "type": "object", "required": ["source_path", "start_line", "end_line"],
-        "properties": {"source_path": {"type": "string", "minLength": 1},
-                       "start_line": {"type": "integer", "minimum": 1},
-                       "end_line": {"type": "integer", "minimum": 1},
-                       "text": {"type": "string"},
-                       "lines": {"type": "array", "minItems": 1, "items": {
-                           "type": "object", "properties": {"text": {"type": "string"}}}}},
-        "anyOf": [{"required": ["text"]}, {"required": ["lines"]}]}}},
+    "properties": {
+        "citations": {"type": "array", "items": _CITATION_SCHEMA},
+        "statements": {"type": "array", "items": {"type": "object", "properties": {
+            "citations": {"type": "array", "items": _CITATION_SCHEMA}}}}},
 }
 
 
@@ -236,40 +238,69 @@ def verify_payload(request: VerifyRequest, docs: Path, version: Any,
     """`POST /verify`: recheck with the visibility of the caller's groups, over one version."""
     groups = frozenset(g.strip() for g in request.groups if g.strip())
 
-    exts = tuple(e.lower() for e in settings.docs.extensions)
-
     def allowed(rel: str, lines: list[str] | None) -> bool:
-        if any(p.startswith(".") for p in rel.split("/")) or not rel.lower().endswith(exts):
-            return False  # only docs files: never an oracle for other files in the folder
         entry = version.manifest.files.get(rel)
         front = entry.visibility if entry is not None else []
         return may_see(groups, restricted_to(rel, version.chunks, front, lines, settings))
 
-    checks = recheck_answer(request.answer, docs, may_see=allowed)
+    gate = DocsGate(docs, settings.docs.max_file_bytes, version.manifest.files, allowed,
+                    tuple(settings.docs.extensions))
+    checks = recheck_answer(request.answer, gate)
     return {"all_exact": all(c.status == "exact" for c in checks),
             "citations": [c.to_dict() for c in checks]}
 
 
-def verify_file(path: Path, docs: Path | None, settings: Any, *, json_out: bool,
+def verify_file(path: Path, docs: Path | None, index: Path, settings: Any, *, json_out: bool,
                 echo: Callable[[str], None]) -> int:
-    """`rag verify`: print one line per citation (or JSON); 0 when all are exact, else 8."""
+    """`rag verify`: print one line per citation (or JSON); 0 when all are exact, else 8.
+
+    The docs are ``--docs``, else the folder the index was built from, else ``docs.root``;
+    a ``docs_root`` in the answer file is never followed (it is only data).
+    """
     import json
 
+    from rag import store
+    from rag.folders import cache_index_for, docs_of_index
+    from rag.terminal import json_line, one_line
+    from rag.walker import read_text
+
+    text, _, problem = read_text(path, str(path), 50_000_000) if path.is_file() else \
+        (None, None, f"{path}: no such file")
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        data = json.loads(text) if text is not None else None
+    except ValueError as exc:
         raise RagError(f"{path}: not a readable JSON answer ({exc})") from None
+    if data is None:
+        raise RagError(f"{path}: not a readable JSON answer ({problem})")
+    manifest = None
+    saved = data.get("docs_root") if isinstance(data, dict) else None
+    if docs is None and isinstance(saved, str) and saved and "\x00" not in saved:
+        # The answer's folder counts only where this user's cache holds an index of it
+        # (`rag ask --docs` built one); otherwise it is just a string in a file.
+        cached = cache_index_for(Path(saved), settings)
+        manifest = store.read_manifest(cached) if cached.is_dir() else None
+        if manifest is not None and manifest.docs_root == str(Path(saved).resolve()):
+            docs = Path(saved)
+        else:
+            manifest = None
     if docs is None:
-        saved = data.get("docs_root") if isinstance(data, dict) else None
-        docs = Path(saved) if isinstance(saved, str) and saved else Path(settings.docs.root)
-    checks = recheck_answer(data, docs)
+        manifest = store.read_manifest(index) if index.is_dir() else None
+        docs = docs_of_index(index) if manifest is not None else None
+        docs = docs or Path(settings.docs.root)
+    elif manifest is None and index.is_dir():
+        manifest = store.read_manifest(index)
+    sources = manifest.files if manifest is not None and manifest.docs_root and \
+        docs.resolve() == Path(manifest.docs_root).resolve() else None
+    gate = DocsGate(docs, settings.docs.max_file_bytes, sources, None,
+                    tuple(settings.docs.extensions))
+    checks = recheck_answer(data, gate)
     exact = all(c.status == "exact" for c in checks)
     if json_out:
-        echo(json.dumps({"docs_root": str(docs), "all_exact": exact,
-                         "citations": [c.to_dict() for c in checks]}, ensure_ascii=False))
+        echo(json_line({"docs_root": str(docs), "all_exact": exact,
+                        "citations": [c.to_dict() for c in checks]}))
     elif not checks:
         echo("no citations to check")
     else:
         for c in checks:
-            echo(c.line())
+            echo(one_line(c.line()))
     return 0 if exact else EXIT_NOT_EXACT

@@ -230,20 +230,6 @@ def check_support(
     return out
 
 
-def _file_lines(docs_root: Path, source_path: str) -> list[str] | None:
-    """The file's lines numbered as the chunker numbers them; None if unreadable or outside."""
-    from rag.chunking import parse_document
-
-    root = docs_root.resolve()
-    target = (root / source_path).resolve()
-    if root not in target.parents:
-        return None
-    try:
-        return parse_document(target.read_bytes().decode("utf-8-sig")).lines
-    except (OSError, UnicodeDecodeError):
-        return None
-
-
 def quote_lines(
     docs_root: Path, source_path: str, start: int, end: int, expected: str,
     cache: dict[str, list[str] | None] | None = None,
@@ -257,10 +243,11 @@ def quote_lines(
     checked and quoted, not the whole line.
     """
     from rag.chunking import span_text
+    from rag.docfiles import source_lines
 
     cache = {} if cache is None else cache
     if source_path not in cache:
-        cache[source_path] = _file_lines(docs_root, source_path)
+        cache[source_path] = source_lines(docs_root, source_path)
     lines = cache[source_path]
     if lines is None:
         return [], f"{source_path} can no longer be read from the docs folder; re-index"

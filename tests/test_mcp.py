@@ -142,3 +142,24 @@ def test_real_command_with_the_real_model(docs: Path, tmp_path: Path):
     ask = session(params(docs, tmp_path / "cache", fake=False), body)
     assert not ask["insufficient_evidence"]
     assert any(c["source_path"] == "server-ports.md" for c in ask["citations"])
+
+
+def test_read_lines_answers_aliases_and_fifos_as_missing_files(docs: Path, tmp_path: Path):
+    import os
+
+    (docs / "public").mkdir()
+    (docs / "public/link.md").symlink_to(docs / "staff/runbook.md")
+    aliases = ["staff\\runbook.md", "staff//runbook.md", "./staff/runbook.md", "public/link.md"]
+
+    async def body(client: Client) -> dict[str, Any]:
+        out = {a: await client.call_tool("read_lines", {"path": a, "start_line": 1,
+                                                        "end_line": 5}) for a in aliases}
+        (docs / "faq.md").unlink()
+        os.mkfifo(docs / "faq.md")  # an indexed Source swapped for a FIFO: never waited on
+        out["fifo"] = await client.call_tool("read_lines", {"path": "faq.md", "start_line": 1,
+                                                            "end_line": 5})
+        return out
+
+    got = session(params(docs, tmp_path / "cache"), body)
+    for name, result in got.items():
+        assert result.is_error and "no source" in error(result), name

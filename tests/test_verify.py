@@ -128,10 +128,40 @@ def test_bad_input_is_one_line(saved: Path, tmp_path: Path):
     code, _, err = run("verify", str(bad))
     assert code == 3 and "not a readable JSON answer" in err and err.count("\n") == 1
     data = json.loads(saved.read_text(encoding="utf-8"))
-    data["citations"][0]["source_path"] = "../outside.md"
+    data["citations"][0]["source_path"] = "../outside.md"  # names no docs file: gone
     bad.write_text(json.dumps(data), encoding="utf-8")
-    code, _, err = run("verify", str(bad))
-    assert code == 9 and "outside the docs folder" in err and err.count("\n") == 1
+    code, out, err = run("verify", str(bad))
+    assert code == 8 and "gone" in out and "Traceback" not in err
+
+
+def test_rag_verify_does_not_follow_the_answers_docs_root(saved: Path, tmp_path: Path):
+    import os
+
+    data = json.loads(saved.read_text(encoding="utf-8"))
+    dev = tmp_path / "dev"
+    dev.mkdir()
+    os.mkfifo(dev / "pipe.md")
+    (dev / "zero.md").symlink_to("/dev/zero")
+    data["docs_root"] = str(dev)
+    data["citations"] = [{**data["citations"][0], "source_path": p}
+                         for p in ("pipe.md", "zero.md")]
+    forged = tmp_path / "forged.json"
+    forged.write_text(json.dumps(data), encoding="utf-8")
+    for extra in (("--docs", str(dev)), ()):  # named, or only in the answer: never read
+        code, out, err = run("verify", str(forged), *extra)
+        assert code == 8 and "pipe.md" in out and "zero.md" in out and not err
+        assert {line.split()[1] for line in out.splitlines()} == {"gone"}
+
+
+def test_rag_verify_shows_hostile_labels_and_paths_escaped(saved: Path, tmp_path: Path):
+    data = json.loads(saved.read_text(encoding="utf-8"))
+    data["citations"][0]["label"] = "E1\x1b]0;owned\x07\u202e"
+    data["citations"][0]["source_path"] = "a\x1b[2Jb.md"
+    forged = tmp_path / "forged.json"
+    forged.write_text(json.dumps(data), encoding="utf-8")
+    for extra in ((), ("--json",)):
+        _, out, _ = run("verify", str(forged), *extra)
+        assert "\x1b" not in out and "\x07" not in out and "\u202e" not in out
 
 
 STAFF: dict[str, str] = {}
@@ -164,23 +194,71 @@ def test_http_verify_reports_exact_then_moved(client: TestClient, docs: Path):
     assert row["new_start_line"] == c["start_line"] + 1
 
 
-def test_http_verify_never_checks_a_file_the_caller_may_not_see(client: TestClient):
+def _forged(path: str, text: str, start: int = 1) -> dict:
+    return {"citations": [{"label": "E1", "source_path": path, "start_line": start,
+                           "end_line": start + text.count("\n"), "text": text}]}
+
+
+def _status(client: TestClient, answer: dict, **kw) -> list[tuple[str, str | None]]:
+    resp = client.post("/verify", json={"answer": answer}, **kw)
+    assert resp.status_code == 200, resp.text
+    return [(r["status"], r["new_start_line"]) for r in resp.json()["citations"]]
+
+
+def test_http_verify_answers_a_restricted_file_as_a_missing_one(client: TestClient):
     question = "How is the admin token rotated and where is it stored?"
     answer = client.post("/ask", json={"question": question}, headers=STAFF).json()
-    assert any(c["source_path"] == "staff/runbook.md" for c in answer["citations"])
-    resp = client.post("/verify", json={"answer": answer})
-    assert resp.status_code == 403 and "runbook" not in resp.text
-    # Groups a request claims are not believed: only the token's groups count.
-    resp = client.post("/verify", json={"answer": answer, "groups": ["staff"]})
-    assert resp.status_code == 403 and "runbook" not in resp.text
-    resp = client.post("/verify", json={"answer": answer}, headers=STAFF)
-    assert resp.status_code == 200 and resp.json()["all_exact"]
+    cited = [c for c in answer["citations"] if c["source_path"] == "staff/runbook.md"]
+    assert cited
+    assert client.post("/verify", json={"answer": answer}, headers=STAFF).json()["all_exact"]
+    runbook = {"citations": cited}
+    missing = {"citations": [{**c, "source_path": "staff/nothing-here.md"} for c in cited]}
+    # Anonymous, or claiming a group it has no token for: exactly what a missing file gets.
+    for groups in ([], ["staff"]):
+        got = client.post("/verify", json={"answer": runbook, "groups": groups})
+        assert got.status_code == 200 and "docs" not in got.text.replace(
+            "staff/runbook.md", "")  # no server path in the reply
+        assert _status(client, runbook) == _status(client, missing) == [("gone", None)] * len(
+            cited)
     for path in (".hidden/notes.md", "settings.toml"):  # files that are not docs sources
         (docs_dir(client) / path).parent.mkdir(exist_ok=True)
         (docs_dir(client) / path).write_text("secret = 1\n", encoding="utf-8")
-        forged = {"citations": [{"label": "E1", "source_path": path, "start_line": 1,
-                                 "end_line": 1, "text": "secret = 1"}]}
-        assert client.post("/verify", json={"answer": forged}).status_code == 403
+        assert _status(client, _forged(path, "secret = 1")) == [("gone", None)]
+
+
+def test_http_verify_aliases_of_a_restricted_file_are_missing_files(client: TestClient):
+    docs = docs_dir(client)
+    secret = "Internal procedures for the Tidewatch operations team. Do not share outside " \
+        "the company."
+    line = read(docs / "staff/runbook.md").index(secret) + 1
+    (docs / "public").mkdir()
+    (docs / "public/link.md").symlink_to(docs / "staff/runbook.md")
+    (docs / "public/hard.md").hardlink_to(docs / "staff/runbook.md")
+    for alias in ("staff\\runbook.md", "staff//runbook.md", "./staff/runbook.md",
+                  "staff/./runbook.md", "public/link.md", "public/hard.md"):
+        assert _status(client, _forged(alias, secret, line)) == [("gone", None)], alias
+        assert _status(client, _forged(alias, "a guess", line)) == [("gone", None)], alias
+    # With the token the spelling variants name the indexed file; links never do.
+    assert _status(client, _forged("staff//runbook.md", secret, line), headers=STAFF) == [
+        ("exact", None)]
+    assert _status(client, _forged("public/link.md", secret, line), headers=STAFF) == [
+        ("gone", None)]
+
+
+def test_http_verify_never_waits_on_a_fifo(client: TestClient, tmp_path: Path):
+    import os
+    import threading
+
+    docs = docs_dir(client)
+    target = docs / "faq.md"
+    target.unlink()
+    os.mkfifo(target)  # an indexed Source replaced by a FIFO
+    result: list[object] = []
+    worker = threading.Thread(target=lambda: result.append(
+        _status(client, _forged("faq.md", "anything"))), daemon=True)
+    worker.start()
+    worker.join(10)
+    assert result == [[("gone", None)]]
 
 
 def docs_dir(client: TestClient) -> Path:
