@@ -109,9 +109,12 @@ def _groups(value: Any) -> tuple[str, ...]:
 class _Parsed(Protocol):
     """What :func:`read_visibility` needs of ``chunking.ParsedDoc``."""
 
-    front_matter: Mapping[Any, Any]
-    body_start: int
-    front_matter_error: str | None
+    @property
+    def front_matter(self) -> Mapping[Any, Any]: ...
+    @property
+    def body_start(self) -> int: ...
+    @property
+    def front_matter_error(self) -> str | None: ...
 
 
 def _keys(value: Any, depth: int = 0) -> Iterator[tuple[str, int]]:
