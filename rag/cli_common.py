@@ -18,7 +18,7 @@ from rag.terminal import one_line
 
 EXIT_USAGE = 2
 EXIT_OTHER = 3
-GENERATORS = ("extractive", "local", "openai")
+GENERATORS = ("extractive", "local", "openai", "passage")
 
 
 class OneLineErrors(TyperGroup):
@@ -82,7 +82,7 @@ def check_generator(value: str | None) -> str | None:
 
 
 GeneratorOpt = Annotated[str | None, typer.Option(
-    "--generator", help="extractive (default), local or openai.", callback=check_generator)]
+    "--generator", help="extractive (default), local, openai, or passage (the top passage whole).", callback=check_generator)]
 GroupsOpt = Annotated[
     str, typer.Option("--groups", help="Comma-separated groups of the asking user.")
 ]

@@ -130,9 +130,10 @@ class EvidenceSettings(_Section):
 
 
 class GenerationSettings(_Section):
-    generator: Literal["local", "openai", "extractive"] = Field(
+    generator: Literal["local", "openai", "extractive", "passage"] = Field(
         "extractive", description="extractive: quotes the evidence, no model (the default: it "
-        "answers best on the dev set); local: embedded llama.cpp server (xllamacpp); openai: "
+        "answers best on the dev set); passage: the best passage of the top evidence whole (the "
+        "baseline); local: embedded llama.cpp server (xllamacpp); openai: "
         "any compatible endpoint."
     )
     base_url: str = Field("", description="OpenAI-compatible endpoint (openai generator).")

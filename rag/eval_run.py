@@ -27,7 +27,8 @@ if TYPE_CHECKING:
 
 TABLE_METRICS = ("hit@1", "hit@3", "hit@5", "mrr", "section_hit@1", "section_hit@3",
                  "section_hit@5", "section_mrr", "evidence_hit", "citation_validity",
-                 "citation_precision", "citation_recall", "must_include", "abstention",
+                 "citation_precision", "citation_recall", "must_include", "reader_ceiling",
+                 "abstention",
                  "false_abstention", "injection_repeated")
 EXIT_REGRESSION = 10
 EXIT_CASE_ERRORS = 3  # a case raised (a model server gone, a timeout): the figures are not valid

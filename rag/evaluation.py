@@ -165,6 +165,11 @@ def score_case(case: EvalCase, answer: Answer) -> CaseResult:
             case.must_include)
     elif case.must_include:
         m["must_include"] = 0.0
+    if case.must_include:
+        # The reader ceiling: what any generator could quote from the evidence it was shown.
+        shown = "\n".join(e.chunk.text for e in answer.evidence).lower()
+        m["reader_ceiling"] = sum(s.lower() in shown for s in case.must_include) / len(
+            case.must_include)
     return result
 
 

@@ -383,10 +383,14 @@ def make_generator(
     name = name or gen.generator
     if name == "extractive":
         return ExtractiveGenerator(embedder)
+    if name == "passage":
+        from rag.passage import PassageGenerator
+
+        return PassageGenerator()
     if name == "openai":
         return OpenAIGenerator(gen)
     if name == "local":
         from rag.local_model import LocalGenerator
 
         return LocalGenerator(gen)
-    raise ConfigError(f"unknown generator {name!r} (choose local, openai or extractive)")
+    raise ConfigError(f"unknown generator {name!r} (choose local, openai, extractive or passage)")

@@ -85,7 +85,9 @@ _DOCUSAURUS = re.compile(r" {0,3}:{3,}(?:[\w-]+)?(.*)")
 _LIQUID_LINE = re.compile(r"(?:\{%[^{}]*%\}[ \t]*)+")  # {% include note.html %}, {% endhint %}
 _MDC = re.compile(r" {0,3}::(?:[A-Za-z][\w-]*(?:\{[^{}]*\})?)?[ \t]*")  # ::tip, ::read-more{to=x}, ::
 HTML_TAG = re.compile(r"</?[A-Za-z][\w.-]*(?:[ \t/][^<>]*)?>")  # not autolinks like <https://x>
-CODE_SPAN = re.compile(r"(`+)[^`].*?\1")  # an inline code span, `x` or ``x``
+# An inline code span, `x` or ``x``: a whole run of backticks opens it and a run of the same
+# length closes it, so no start inside a run is tried (a line of backticks stays linear).
+CODE_SPAN = re.compile(r"(?<!`)(`+)(?!`)(.*?[^`])\1(?!`)")
 _MDX_STATEMENT = re.compile(r"(?:import|export)[ \t{*]")
 SHORTCODE_CLOSERS = {"<": ">}}", "%": "%}}"}  # opener kind -> its closer
 # A shortcode that marks when something arrived or went ({{< new-in 0.140.0 />}}): Hugo

@@ -204,7 +204,7 @@ class Pipeline:
         try:
             result = generator.generate(question, evidence)  # type: ignore[attr-defined]
         except ModelOutputError:  # cut off, or never in the answer format
-            if name == "extractive" or not self.settings.verification.extractive_fallback:
+            if name in QUOTING or not self.settings.verification.extractive_fallback:
                 raise
             result = None  # as for an answer that fails verification: _verified falls back
         timings["generate"] = time.perf_counter() - t0
@@ -239,6 +239,10 @@ class Pipeline:
         )
 
 
+# Generators that quote the evidence: their answers are already extractive, never replaced.
+QUOTING = ("extractive", "passage")
+
+
 def _coverage(question: str, evidence: tuple[Evidence, ...]) -> float:
     """Best share of the question's content words that one evidence chunk holds."""
     from rag.verification import support_score
@@ -269,10 +273,10 @@ def _verified(
         statements = check(result) if result else []
         failed = not any(s.supported for s in statements)
     except CitationError:
-        if not settings.verification.extractive_fallback or name == "extractive":
+        if not settings.verification.extractive_fallback or name in QUOTING:
             raise
         statements, failed = [], True
-    if (not failed or name == "extractive" or not settings.verification.extractive_fallback
+    if (not failed or name in QUOTING or not settings.verification.extractive_fallback
             or result and result.answer.insufficient_evidence):
         return statements, False
     extractive = check(ExtractiveGenerator(embedder).generate(question, evidence))

@@ -145,7 +145,7 @@ def answer_kinds(question: str) -> frozenset[str]:
 
 _ASKED_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9`\"'(])")  # "e.g. for" is one sentence
 _PART_BREAK = re.compile(
-    r"(?i),?\s+(?:and|or|but)\s+(?=(?:how|what|which|where|when|why|who|can|could|will|"
+    r"(?i),?(?<!\s)\s+(?:and|or|but)\s+(?=(?:how|what|which|where|when|why|who|can|could|will|"
     r"would|is|are|does|do|did|should|since)\b)")
 MAX_PARTS = 3
 

@@ -1,0 +1,134 @@
+"""The best passage: a rule-free answer that every answer method must beat.
+
+It quotes, verbatim, one contiguous passage of the top evidence section: the paragraph,
+list, table or code block (with the sentence that leads into it) whose words best match
+the question, weighted by how rare each question word is among that section's passages.
+Nothing in it knows a kind of question or of page; its only constant is the length cap.
+``rag eval --generator passage`` measures it beside the default.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from rag.inline import clean_inline, show_links
+from rag.passages import Block, read_blocks
+from rag.questions import query_terms, terms
+from rag.quoting import code_fence
+from rag.records import Evidence
+from rag.text import word_count
+
+if TYPE_CHECKING:
+    from rag.generation import GenerationResult
+
+# Longest quote, in words: about what a reader takes in at a glance (a long list or code
+# block is cut at a line boundary).
+MAX_WORDS = 150
+
+
+@dataclass(frozen=True)
+class Unit:
+    """Blocks of one passage: a paragraph, a list, a table or a code block."""
+
+    blocks: tuple[Block, ...]
+
+    @property
+    def kind(self) -> str:
+        return self.blocks[-1].kind
+
+
+def units(blocks: Sequence[Block]) -> list[Unit]:
+    """Consecutive list items (or table rows) form one unit; a paragraph that ends with
+    ":" leads into the list, table or code block right after it and joins it."""
+    out: list[list[Block]] = []
+    for block in blocks:
+        previous = out[-1][-1] if out else None
+        adjacent = previous is not None and block.first <= previous.last + 2
+        if adjacent and previous is not None and block.kind == previous.kind \
+                and block.kind in ("item", "row"):
+            out[-1].append(block)
+        elif adjacent and previous is not None and previous.kind == "prose" \
+                and len(out[-1]) == 1 and block.kind != "prose" \
+                and previous.lines[-1].rstrip().endswith(":"):
+            out[-1].append(block)
+        else:
+            out.append([block])
+    return [Unit(tuple(u)) for u in out]
+
+
+def _shown(block: Block) -> list[str]:
+    """A block's lines as the answer shows them (code fenced, prose without markup)."""
+    if block.kind == "code":
+        body = list(block.lines)
+        while body and not body[-1].strip():
+            body.pop()
+        fence = code_fence(body)
+        return [fence, *body, fence]
+    return [show_links(clean_inline(" ".join(line.strip() for line in block.lines)))]
+
+
+def _capped(unit: Unit) -> tuple[str, int]:
+    """The unit's text, cut at a block boundary (or within code at a line) once it passes
+    MAX_WORDS; and the last chunk line it quotes."""
+    parts: list[str] = []
+    words, last = 0, unit.blocks[0].first
+    for block in unit.blocks:
+        shown = _shown(block)
+        size = word_count("\n".join(shown))
+        if parts and words + size > MAX_WORDS:
+            if block.kind != "code":
+                break
+            keep = max(0, MAX_WORDS - words)
+            body = shown[1:-1]
+            cut, total = 0, 0
+            while cut < len(body) and total + word_count(body[cut]) <= keep:
+                total += word_count(body[cut])
+                cut += 1
+            if cut:
+                parts.append("\n".join([shown[0], *body[:cut], shown[-1]]))
+                last = block.first + cut
+            break
+        parts.append("\n".join(shown))
+        words += size
+        last = block.last
+    return "\n".join(parts), last
+
+
+def best_unit(question: str, blocks: Sequence[Block]) -> Unit | None:
+    """The unit whose words cover the question best (idf over the section's units)."""
+    found = units(blocks)
+    query = set(query_terms(question))
+    if not found or not query:
+        return found[0] if found else None
+    held = [terms(" ".join(line for b in u.blocks for line in b.lines)) & query for u in found]
+    n = len(found)
+    idf = {t: math.log(1 + (n - sum(t in h for h in held) + 0.5)
+                       / (sum(t in h for h in held) + 0.5)) for t in query}
+    scores = [sum(idf[t] for t in h) for h in held]
+    return found[max(range(n), key=lambda i: (scores[i], -i))]
+
+
+class PassageGenerator:
+    """Quotes the best passage of the top evidence section whole (no model, no rules)."""
+
+    name = "passage"
+
+    def generate(self, question: str, evidence: Sequence[Evidence]) -> GenerationResult:
+        from rag.generation import GenerationResult, ModelAnswer, ModelStatement
+
+        statements, quotes = [], []
+        if evidence:
+            top = evidence[0]
+            chunk = top.chunk
+            unit = best_unit(question, read_blocks(chunk.text, chunk.start_line == 1))
+            if unit is not None:
+                text, last = _capped(unit)
+                if text.strip():
+                    statements.append(ModelStatement(text=text, evidence=[top.label]))
+                    quotes.append((chunk.start_line + unit.blocks[0].first,
+                                   chunk.start_line + last))
+        answer = ModelAnswer(statements=statements, insufficient_evidence=not statements)
+        return GenerationResult(answer, 0, 0, 1, "passage", quotes=tuple(quotes))
