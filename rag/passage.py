@@ -2,8 +2,9 @@
 
 It quotes, verbatim, one contiguous passage of the top evidence section: the paragraph,
 list, table or code block (with the sentence that leads into it) whose words best match
-the question, weighted by how rare each question word is among that section's passages.
-Nothing in it knows a kind of question or of page; its only constant is the length cap.
+the question, weighted by how rare each question word is among that section's passages,
+and what follows it in the section up to the length cap. Nothing in it knows a kind of
+question or of page; its only constant is the length cap.
 ``rag eval --generator passage`` measures it beside the default.
 """
 
@@ -45,18 +46,24 @@ def units(blocks: Sequence[Block]) -> list[Unit]:
     ":" leads into the list, table or code block right after it and joins it."""
     out: list[list[Block]] = []
     for block in blocks:
-        previous = out[-1][-1] if out else None
-        adjacent = previous is not None and block.first <= previous.last + 2
-        if adjacent and previous is not None and block.kind == previous.kind \
-                and block.kind in ("item", "row"):
-            out[-1].append(block)
-        elif adjacent and previous is not None and previous.kind == "prose" \
-                and len(out[-1]) == 1 and block.kind != "prose" \
-                and previous.lines[-1].rstrip().endswith(":"):
+        if out and _continues(out[-1], block):
             out[-1].append(block)
         else:
             out.append([block])
     return [Unit(tuple(u)) for u in out]
+
+
+def _continues(unit: list[Block], block: Block) -> bool:
+    """Whether ``block`` goes on with the unit just before it (no more than one blank
+    line between): the next item of its list or row of its table, or what its lead-in
+    paragraph introduces."""
+    previous = unit[-1]
+    if block.first > previous.last + 2:
+        return False
+    if block.kind == previous.kind:
+        return block.kind in ("item", "row")
+    return previous.kind == "prose" and len(unit) == 1 and block.kind != "prose" \
+        and previous.lines[-1].rstrip().endswith(":")
 
 
 def _shown(block: Block) -> list[str]:
@@ -111,6 +118,25 @@ def best_unit(question: str, blocks: Sequence[Block]) -> Unit | None:
     return found[max(range(n), key=lambda i: (scores[i], -i))]
 
 
+def best_passage(question: str, blocks: Sequence[Block]) -> Unit | None:
+    """The best unit and the units after it in its section while the quote stays within
+    MAX_WORDS: a reader who finds the place reads on (a definition, then its details or
+    example), so the passage runs forward from the best match, never back."""
+    found = units(blocks)
+    best = best_unit(question, blocks)
+    if best is None:
+        return None
+    picked = list(best.blocks)
+    words = word_count(_capped(best)[0])
+    for unit in found[found.index(best) + 1:]:
+        size = word_count(_capped(unit)[0])
+        if words + size > MAX_WORDS or unit.blocks[0].heading != best.blocks[0].heading:
+            break  # too long, or past a heading: another section's passage
+        picked.extend(unit.blocks)
+        words += size
+    return Unit(tuple(picked))
+
+
 class PassageGenerator:
     """Quotes the best passage of the top evidence section whole (no model, no rules)."""
 
@@ -123,7 +149,7 @@ class PassageGenerator:
         if evidence:
             top = evidence[0]
             chunk = top.chunk
-            unit = best_unit(question, read_blocks(chunk.text, chunk.start_line == 1))
+            unit = best_passage(question, read_blocks(chunk.text, chunk.start_line == 1))
             if unit is not None:
                 text, last = _capped(unit)
                 if text.strip():

@@ -40,7 +40,7 @@ def parse(table: str) -> dict[str, dict[str, float]]:
 def test_blind_sets_hold_their_baseline() -> None:
     baseline = json.loads(BASELINE.read_text(encoding="utf-8"))
     done = subprocess.run(["bash", str(RUN), baseline["generator"]], cwd=REPO, text=True,
-                          capture_output=True, timeout=1800,
+                          capture_output=True, timeout=1800, check=False,
                           env={**os.environ, "HF_HUB_OFFLINE": "1"})
     assert done.returncode == 0, done.stderr[-2000:]
     now = parse(done.stdout)

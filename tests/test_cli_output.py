@@ -123,7 +123,7 @@ def test_unknown_generator_is_a_usage_error_before_anything_runs(tmp_path: Path)
                  ["eval", str(tmp_path / "none.jsonl")], ["serve", "--index", "x"]):
         result = CliRunner().invoke(app, [*args, "--generator", "extractiv"])
         assert result.exit_code == 2
-        assert "unknown generator 'extractiv' (choose extractive, local, openai)" in result.stderr
+        assert "unknown generator 'extractiv' (choose extractive, local, openai, passage)" in result.stderr
         assert "no index" not in result.stderr and "does not exist" not in result.stderr
 
 

@@ -19,7 +19,8 @@ def test_the_list_that_answers_is_quoted_whole_with_its_lead_in() -> None:
     result = PassageGenerator().generate("How do I change the port of the server?", [top, other])
     [statement] = result.answer.statements
     assert statement.evidence == ["E1"]  # only the top evidence is quoted
-    assert result.quotes == ((14, 17),)  # lead-in line to the list's last item
+    # From the lead-in line on, to the end of its section: the next heading's text is not in.
+    assert result.quotes == ((14, 17),)
     assert statement.text.splitlines() == [
         "To change the port, set these variables:", "- `PORT`: the port, 8080 by default.",
         "- `HOST`: the address to bind."]
