@@ -267,6 +267,38 @@ def test_patterns_match_ignoring_case_and_unmatched_ones_warn(tmp_path: Path, fa
         assert ("Internal/keys.md" in paths) is sees
 
 
+@pytest.mark.parametrize("folder_form, pattern", [
+    ("NFD", "geheim-b\u00fccher/*"),        # rule typed in NFC, folder stored in NFD (macOS)
+    ("NFC", "geheim-bu\u0308cher/*"),       # and the other way round
+    ("NFD", "GEHEIM-B?CHER/*"),              # '?' stands for the accented letter either way
+])
+def test_patterns_match_under_any_unicode_normal_form(tmp_path: Path, fake_embedder,
+                                                      monkeypatch, folder_form, pattern):
+    import unicodedata
+
+    monkeypatch.chdir(tmp_path)
+    docs = tmp_path / "docs"
+    folder = unicodedata.normalize(folder_form, "Geheim-B\u00fccher")
+    (docs / folder).mkdir(parents=True)
+    assert (folder_form == "NFD") == ("u\u0308" in os.listdir(docs)[0])  # stored as written
+    (docs / folder / "keys.md").write_text("# Keys\n\nThe vault key rotates weekly.\n",
+                                           encoding="utf-8")
+    (docs / "public.md").write_text("# Public\n\nThe vault is open to all readers.\n",
+                                    encoding="utf-8")
+    config = tmp_path / "vis.toml"
+    config.write_text(f'[visibility]\ngroups_by_path = {{ "{pattern}" = ["staff"] }}\n',
+                      encoding="utf-8")
+    index = str(tmp_path / "index")
+    code, _, err = run("index", str(docs), "--index", index, "--config", str(config))
+    assert code == 0 and "matches no file" not in err, err
+    for groups, sees in (("", False), ("staff", True)):
+        code, out, _ = run("search", "vault key", "--index", index, "--config", str(config),
+                           "--groups", groups, "--json")
+        assert code == 0
+        paths = {json.loads(line)["source_path"] for line in out.splitlines()}
+        assert "public.md" in paths and (f"{folder}/keys.md" in paths) is sees
+
+
 # --- failures nobody planned for, and a model endpoint that is not one ---------------------
 
 
