@@ -17,7 +17,9 @@ from rag.cli_common import (
     IndexOpt,
     JsonOpt,
     MaybeIndexOpt,
+    ModeOpt,
     OneLineErrors,
+    check_port,
     clean_errors,
     cli_settings,
     group_set,
@@ -25,6 +27,7 @@ from rag.cli_common import (
     not_blank,
     positive,
     target_of,
+    utf8_folder,
 )
 from rag.cli_token import token_app
 from rag.terminal import json_line, one_line
@@ -58,7 +61,8 @@ def _main(version: Annotated[bool, typer.Option(
 @app.command()
 @clean_errors
 def index(
-    docs_dir: Annotated[Path | None, typer.Argument(help="Docs folder [default: docs.root].")] = None,
+    docs_dir: Annotated[Path | None, typer.Argument(
+        help="Docs folder [default: docs.root].", callback=utf8_folder)] = None,
     index: IndexOpt = DEFAULT_INDEX,
     config: ConfigOpt = None,
     rebuild: Annotated[bool, typer.Option("--rebuild", help="Re-embed everything.")] = False,
@@ -95,7 +99,7 @@ def search(
     index: MaybeIndexOpt = None,
     docs: DocsOpt = None,
     config: ConfigOpt = None,
-    mode: Annotated[str | None, typer.Option("--mode", help="dense, lexical or hybrid.")] = None,
+    mode: ModeOpt = None,
     k: Annotated[int | None, typer.Option("--k", "-k", help="Hits to return.",
                                           callback=positive)] = None,
     groups: GroupsOpt = "",
@@ -139,7 +143,7 @@ def ask(
     docs: DocsOpt = None,
     config: ConfigOpt = None,
     generator: GeneratorOpt = None,
-    mode: Annotated[str | None, typer.Option("--mode", help="dense, lexical or hybrid.")] = None,
+    mode: ModeOpt = None,
     k: Annotated[int | None, typer.Option(
         "--k", "-k", min=1, max=1000,
         help="Hits retrieved before evidence selection (default: retrieval.k).")] = None,
@@ -183,8 +187,8 @@ def _spinner(what: str) -> Any:
 @clean_errors
 def eval_cmd(
     eval_file: Annotated[Path, typer.Argument(help="Eval cases, JSON Lines.")],
-    docs: Annotated[Path | None, typer.Option("--docs", help="Docs root [default: docs.root].")]
-    = None,
+    docs: Annotated[Path | None, typer.Option(
+        "--docs", help="Docs root [default: docs.root].", callback=utf8_folder)] = None,
     index: Annotated[Path | None, typer.Option(
         "--index", help="Index folder [default: indexes/eval-<docs>-<hash>].")] = None,
     config: ConfigOpt = None,
@@ -215,7 +219,8 @@ def eval_cmd(
 @clean_errors
 def serve_model(
     config: ConfigOpt = None,
-    port: Annotated[int | None, typer.Option("--port", help="Loopback port.")] = None,
+    port: Annotated[int | None, typer.Option(
+        "--port", help="Loopback port.", callback=check_port)] = None,
 ) -> None:
     """Keep the embedded local model running so repeated `rag ask` calls reuse it."""
     from rag.local_model import model_to_run
@@ -235,7 +240,8 @@ def serve(
     config: ConfigOpt = None,
     docs: DocsOpt = None,
     host: Annotated[str, typer.Option("--host", help="Address to listen on.")] = "127.0.0.1",
-    port: Annotated[int, typer.Option("--port", help="Port to listen on.")] = 8000,
+    port: Annotated[int, typer.Option(
+        "--port", help="Port to listen on.", callback=check_port)] = 8000,
     generator: GeneratorOpt = None,
     watch: Annotated[bool, typer.Option(
         "--watch", help="Re-index when the docs change; requests see old or new, never a mix.")]
@@ -279,7 +285,8 @@ def mcp(
 def verify(
     answer_file: Annotated[Path, typer.Argument(help="A saved `rag ask --json` answer.")],
     docs: Annotated[Path | None, typer.Option(
-        "--docs", help="Docs folder (default: the one the index was built from).")] = None,
+        "--docs", help="Docs folder (default: the one the index was built from).",
+        callback=utf8_folder)] = None,
     index: IndexOpt = DEFAULT_INDEX,
     config: ConfigOpt = None,
     json_out: JsonOpt = False,

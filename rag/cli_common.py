@@ -81,13 +81,44 @@ def check_generator(value: str | None) -> str | None:
     return value
 
 
+def check_mode(value: str | None) -> str | None:
+    """Checked before anything runs: a typo is a usage error, not a failed search (exit 6)."""
+    from rag.retrieval import MODES
+
+    if value is not None and value not in MODES:
+        raise typer.BadParameter(f"unknown search mode {value!r} (choose {', '.join(MODES)})")
+    return value
+
+
+def check_port(value: int | None) -> int | None:
+    """Checked before anything starts: out of range, uvicorn fails with a traceback, and a
+    negative port reached the host check as a misleading config error."""
+    if value is not None and not 1 <= value <= 65535:
+        raise typer.BadParameter(f"must be a port from 1 to 65535, not {value}")
+    return value
+
+
+def utf8_folder(value: Path | None) -> Path | None:
+    """A docs folder's path goes into the index, eval reports and JSON answers, all UTF-8;
+    a name with a byte that is not UTF-8 fails here as one line, not deep in a writer."""
+    try:
+        str(value or "").encode("utf-8")
+    except UnicodeEncodeError:
+        raise typer.BadParameter(
+            f"folder path {value} is not valid UTF-8; rename the folder") from None
+    return value
+
+
 GeneratorOpt = Annotated[str | None, typer.Option(
     "--generator", help="extractive (default), local, openai, or passage (the top passage whole).", callback=check_generator)]
 GroupsOpt = Annotated[
     str, typer.Option("--groups", help="Comma-separated groups of the asking user.")
 ]
 DocsOpt = Annotated[Path | None, typer.Option(
-    "--docs", help="Docs folder; indexed first (without --index: into a cache per folder).")]
+    "--docs", help="Docs folder; indexed first (without --index: into a cache per folder).",
+    callback=utf8_folder)]
+ModeOpt = Annotated[str | None, typer.Option(
+    "--mode", help="dense, lexical or hybrid.", callback=check_mode)]
 MaybeIndexOpt = Annotated[Path | None, typer.Option(
     "--index", help="Index folder (default: indexes/default, or the --docs folder's cache).")]
 F = TypeVar("F", bound=Callable[..., Any])

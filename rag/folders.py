@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 from rag import store
 from rag.config import DEFAULT_INDEX, Settings
 from rag.errors import IndexBusyError, IndexingError, RagError
-from rag.paths import user_cache
+from rag.paths import keep_private, private_dir, user_cache
 
 if TYPE_CHECKING:
     from rag.embedding import Embedder
@@ -109,6 +109,7 @@ def mark_fresh(index: Path, settings: Settings, version: str) -> None:
     tmp = index / f"{CHECK_FILE}.tmp"
     tmp.write_text(json.dumps(data), encoding="utf-8")
     os.replace(tmp, index / CHECK_FILE)
+    keep_private(index)
 
 
 def update_index(
@@ -166,7 +167,9 @@ def resolve(index: Path | None, docs: Path | None, settings: Settings, *,
     if settings.store.kind != "faiss":
         # A shared database has one writer, `rag index`: readers only quote from the folder.
         return Target(check_index_path(index or DEFAULT_INDEX), docs)
-    index = check_index_path(index) if index is not None else cache_index_for(docs, settings)
+    # The cache index holds the docs' text: 0700, even where an older version made it 0755.
+    index = check_index_path(index) if index is not None else \
+        private_dir(cache_index_for(docs, settings))
     if is_fresh(docs, index, settings):
         return Target(index, docs)
     from rag.embedding import make_embedder

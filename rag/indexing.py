@@ -15,6 +15,7 @@ from __future__ import annotations
 import fnmatch
 import hashlib
 import time
+import unicodedata
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, replace
@@ -100,10 +101,18 @@ def embed_key(text: str) -> str:
 
 
 def pattern_matches(pattern: str, rel: str) -> bool:
-    """A groups_by_path pattern against a docs-relative path, ignoring case on every
-    filesystem: ``internal/*`` restricts ``Internal/x.md`` too, so a folder's spelling can
-    never make a file public, and the same docs get the same visibility everywhere."""
-    return fnmatch.fnmatchcase(rel.casefold(), pattern.casefold())
+    """A groups_by_path pattern against a docs-relative path, ignoring case and Unicode
+    normal form on every filesystem: ``internal/*`` restricts ``Internal/x.md`` too, and
+    ``geheim-ä/*`` written in NFC restricts a folder whose name macOS or a copy stored in
+    NFD, so a folder's spelling can never make a file public, and the same docs get the
+    same visibility everywhere."""
+    return fnmatch.fnmatchcase(_caseless(rel), _caseless(pattern))
+
+
+def _caseless(text: str) -> str:
+    """Unicode's canonical caseless form (NFD, casefold), composed again to NFC so that a
+    pattern's ``?`` still stands for one letter, accented or not."""
+    return unicodedata.normalize("NFC", unicodedata.normalize("NFD", text).casefold())
 
 
 def visibility_for(rel: str, front_matter: Sequence[str], settings: Settings) -> tuple[str, ...]:

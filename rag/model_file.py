@@ -19,7 +19,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from rag.paths import user_cache
+from rag.paths import make_dir, user_cache
 
 __all__ = ["fast_copy", "model_cache", "runnable_model"]
 
@@ -48,7 +48,7 @@ def fast_copy(source: str | Path, cache: Path | None = None,
         return target
     import gguf  # llama.cpp's GGUF reader/writer; only needed to make the copy
 
-    target.parent.mkdir(parents=True, exist_ok=True)
+    make_dir(target.parent)
     reader = gguf.GGUFReader(src)
     if not any(t.tensor_type == gguf.GGMLQuantizationType.Q4_1 for t in reader.tensors):
         return src

@@ -17,13 +17,19 @@ The rules, in one place:
   to the real docs root (``real_relative``), however many links reach it; so a link in a
   public folder cannot give a restricted file a second, public path, and path patterns in
   ``visibility.groups_by_path`` always match where the file really is.
+- **The user cache** (``user_cache()``) holds cached indexes, that is the docs' text: its
+  folders are 0700 and the index files written in them 0600 (``private_dir``,
+  ``keep_private``), so other users of the machine read nothing there. An index the user
+  placed elsewhere with ``--index`` keeps the permissions the user's umask gives it.
 
 Every check raises AccessError whose message is one line that names the offending path.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
+import stat
 from pathlib import Path, PurePosixPath
 
 from rag.errors import AccessError
@@ -98,3 +104,52 @@ def user_cache() -> Path:
     """The project's folder in the user's cache (``$XDG_CACHE_HOME/rag``, else
     ``~/.cache/rag``): cached indexes, the local model's copy, the model server's record."""
     return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "rag"
+
+
+PRIVATE_DIR, PRIVATE_FILE = 0o700, 0o600
+
+
+def in_user_cache(path: Path) -> bool:
+    """True for the user cache folder and everything below it."""
+    cache, real = Path(os.path.abspath(user_cache())), Path(os.path.abspath(path))
+    return real == cache or cache in real.parents
+
+
+def private_dir(path: Path) -> Path:
+    """``path`` (in the user cache) as a folder only its owner can enter, made if missing.
+
+    Every folder made on the way is created 0700 (``~/.cache`` too, as the XDG spec asks);
+    the cache's own folders are tightened to 0700 where an older version left them 0755.
+    Folders above the cache that already exist are the user's and are left alone.
+    """
+    for folder in reversed([path, *path.parents]):
+        if not folder.is_dir():
+            with contextlib.suppress(FileExistsError):  # another process was quicker
+                folder.mkdir(mode=PRIVATE_DIR)
+        if in_user_cache(folder) and stat.S_IMODE(folder.stat().st_mode) != PRIVATE_DIR:
+            folder.chmod(PRIVATE_DIR)
+    return path
+
+
+def make_dir(path: Path) -> Path:
+    """``mkdir -p``, except that in the user cache the folders are private (``private_dir``)."""
+    if in_user_cache(path):
+        return private_dir(path)
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def keep_private(root: Path) -> None:
+    """Folders 0700 and files 0600 under ``root`` when it is in the user cache; else nothing.
+
+    The 0700 folders already keep others out; this keeps the files private too should a
+    folder be copied or opened up later. Symlinks are skipped (chmod would follow them).
+    """
+    if not in_user_cache(root):
+        return
+    for folder, _, files in os.walk(root):
+        for path, mode in [(folder, PRIVATE_DIR)] + [
+                (os.path.join(folder, name), PRIVATE_FILE) for name in files]:
+            with contextlib.suppress(FileNotFoundError):  # an old version being removed
+                if not os.path.islink(path) and stat.S_IMODE(os.stat(path).st_mode) != mode:
+                    os.chmod(path, mode)

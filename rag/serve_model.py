@@ -17,6 +17,7 @@ from collections.abc import Callable
 from rag import local_model
 from rag.errors import GenerationError
 from rag.local_model import server_key, state_path
+from rag.paths import make_dir
 
 
 def serve_forever(model_path: str, port: int, n_ctx: int, threads: int = 0,
@@ -33,7 +34,7 @@ def serve_forever(model_path: str, port: int, n_ctx: int, threads: int = 0,
     server = local_model.LocalModelServer(model_path, n_ctx=n_ctx, threads=threads, port=port)
     try:
         with server:
-            path.parent.mkdir(parents=True, exist_ok=True)
+            make_dir(path.parent)
             path.write_text(json.dumps({"pid": server.pid, "port": server.port,
                                         "owner": os.getpid(),
                                         **server_key(model_path, n_ctx, threads)}))

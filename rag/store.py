@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 
 from rag.errors import IndexBusyError, IndexingError
+from rag.paths import keep_private, make_dir
 from rag.records import Chunk
 
 FORMAT_VERSION = 1
@@ -305,8 +306,11 @@ def _consistency_problem(manifest: Manifest, chunks: list[Chunk], vectors: Any) 
 
 @contextmanager
 def writer_lock(root: Path) -> Iterator[None]:
-    """One writer per index folder; the kernel drops the lock if the writer dies."""
-    root.mkdir(parents=True, exist_ok=True)
+    """One writer per index folder; the kernel drops the lock if the writer dies.
+
+    A cache index (in the user cache) is made 0700, with the cache's folders above it.
+    """
+    make_dir(root)
     with open(root / LOCK, "a+") as fh:
         try:
             fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -345,6 +349,7 @@ def write_version(
     _fsync_dir(root)
     _crash_point("after_swap")
     _collect_garbage(root, keep=name)
+    keep_private(root)  # a cache index's files 0600; nothing changes elsewhere
     return final
 
 

@@ -100,7 +100,7 @@ def test_ask_extractive_prints_verified_citations(fastapi_docs: Path, built: Pat
     (["index", "/no/such/folder", "--index", "/tmp/rag-test-never"], "does not exist", 5),
     (["search", "x", "--index", "/tmp/rag-test-no-index"], "no index at", 5),
     (["search", "x", "--config", "/no/such.toml"], "no such file", 4),
-    (["search", "x", "--mode", "fuzzy", "--index", "{built}"], "unknown search mode", 6),
+    (["search", "x", "--mode", "fuzzy", "--index", "{built}"], "unknown search mode", 2),
 ])
 def test_bad_input_is_one_clear_line(built: Path, args, needle, code):
     args = [a.replace("{built}", str(built)) for a in args]

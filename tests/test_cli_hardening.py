@@ -4,6 +4,7 @@ config that fails closed, and clean exits for everything else (fake embedder, no
 from __future__ import annotations
 
 import json
+import os
 import re
 from pathlib import Path
 
@@ -124,6 +125,12 @@ def test_ask_json_keeps_model_text_exact(hostile: Path):
     (["search"], "Missing argument"),
     (["search", "port", "--frobnicate"], "No such option"),
     (["frobnicate"], "No such command"),
+    (["search", "port", "--mode", "bogus"], "unknown search mode 'bogus' (choose dense, lexical"),
+    (["ask", "port?", "--mode", "Dense"], "unknown search mode 'Dense'"),
+    (["serve", "--port", "70000"], "must be a port from 1 to 65535, not 70000"),
+    (["serve", "--port", "-1"], "must be a port from 1 to 65535, not -1"),
+    (["serve", "--port", "0"], "must be a port from 1 to 65535, not 0"),
+    (["serve-model", "--port", "65536"], "must be a port from 1 to 65535, not 65536"),
 ])
 def test_usage_errors_are_one_line_and_exit_2(tmp_path: Path, monkeypatch, args, needle):
     monkeypatch.chdir(tmp_path)
@@ -131,6 +138,27 @@ def test_usage_errors_are_one_line_and_exit_2(tmp_path: Path, monkeypatch, args,
     assert code == 2, (code, out, err)
     assert_one_line(err, needle)
     assert out == ""
+
+
+@pytest.mark.parametrize("args", [
+    ["search", "port", "--docs", "{docs}"],
+    ["ask", "port?", "--docs", "{docs}"],
+    ["serve", "--docs", "{docs}"],
+    ["index", "{docs}", "--index", "idx"],
+    ["eval", "cases.jsonl", "--docs", "{docs}"],
+    ["verify", "answer.json", "--docs", "{docs}"],
+])
+def test_docs_folder_whose_name_is_not_utf8_is_a_usage_error(tmp_path: Path, monkeypatch,
+                                                               fake_embedder, args):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    docs = Path(os.fsdecode(b"docs-\xff"))  # a Latin-1 name: the byte 0xff alone
+    docs.mkdir()
+    (docs / "a.md").write_text("# A\n\nThe port is 8080.\n", encoding="utf-8")
+    code, out, err = run(*[a.replace("{docs}", str(docs)) for a in args])
+    assert code == 2, (code, out, err)
+    assert_one_line(err, "docs-\\udcff is not valid UTF-8; rename the folder")
+    assert out == "" and not (tmp_path / "cache").exists() and not (tmp_path / "idx").exists()
 
 
 def test_help_still_works():
@@ -237,6 +265,38 @@ def test_patterns_match_ignoring_case_and_unmatched_ones_warn(tmp_path: Path, fa
         assert code == 0
         paths = {json.loads(line)["source_path"] for line in out.splitlines()}
         assert ("Internal/keys.md" in paths) is sees
+
+
+@pytest.mark.parametrize("folder_form, pattern", [
+    ("NFD", "geheim-b\u00fccher/*"),        # rule typed in NFC, folder stored in NFD (macOS)
+    ("NFC", "geheim-bu\u0308cher/*"),       # and the other way round
+    ("NFD", "GEHEIM-B?CHER/*"),              # '?' stands for the accented letter either way
+])
+def test_patterns_match_under_any_unicode_normal_form(tmp_path: Path, fake_embedder,
+                                                      monkeypatch, folder_form, pattern):
+    import unicodedata
+
+    monkeypatch.chdir(tmp_path)
+    docs = tmp_path / "docs"
+    folder = unicodedata.normalize(folder_form, "Geheim-B\u00fccher")
+    (docs / folder).mkdir(parents=True)
+    assert (folder_form == "NFD") == ("u\u0308" in os.listdir(docs)[0])  # stored as written
+    (docs / folder / "keys.md").write_text("# Keys\n\nThe vault key rotates weekly.\n",
+                                           encoding="utf-8")
+    (docs / "public.md").write_text("# Public\n\nThe vault is open to all readers.\n",
+                                    encoding="utf-8")
+    config = tmp_path / "vis.toml"
+    config.write_text(f'[visibility]\ngroups_by_path = {{ "{pattern}" = ["staff"] }}\n',
+                      encoding="utf-8")
+    index = str(tmp_path / "index")
+    code, _, err = run("index", str(docs), "--index", index, "--config", str(config))
+    assert code == 0 and "matches no file" not in err, err
+    for groups, sees in (("", False), ("staff", True)):
+        code, out, _ = run("search", "vault key", "--index", index, "--config", str(config),
+                           "--groups", groups, "--json")
+        assert code == 0
+        paths = {json.loads(line)["source_path"] for line in out.splitlines()}
+        assert "public.md" in paths and (f"{folder}/keys.md" in paths) is sees
 
 
 # --- failures nobody planned for, and a model endpoint that is not one ---------------------

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -125,3 +126,53 @@ def test_eval_with_an_index_reads_the_docs_it_was_built_from(docs: Path, fake, t
     assert code == 0, err
     report = json.loads(out.read_text(encoding="utf-8"))
     assert report["docs"] == str(docs.resolve()) and not report["missing_sources"]
+
+
+# --- the cache holds the docs' text: only its owner may read it -----------------------------
+
+
+def modes_under(root: Path) -> dict[str, int]:
+    """The permission bits of ``root`` and of everything below it, by relative path."""
+    return {str(p.relative_to(root)): p.stat().st_mode & 0o777
+            for p in [root, *root.rglob("*")]}
+
+
+@pytest.fixture
+def umask_022():
+    """The usual umask, under which new files are 0644 and new folders 0755."""
+    old = os.umask(0o022)
+    yield
+    os.umask(old)
+
+
+def test_cache_index_is_readable_by_its_owner_only(docs: Path, fake, tmp_path: Path, umask_022):
+    code, _, err = run("search", "port", "--docs", str(docs), "--json")
+    assert code == 0, err
+    index = cache_index_for(docs, Settings())
+    for folder in (tmp_path / "cache", tmp_path / "cache" / "rag", index.parent):
+        assert folder.stat().st_mode & 0o777 == 0o700, folder  # ~/.cache too, made by us
+    modes = modes_under(index)
+    assert "CURRENT" in modes and any(name.endswith("vectors.faiss") for name in modes)
+    assert {mode for name, mode in modes.items() if (index / name).is_dir()} == {0o700}
+    assert {mode for name, mode in modes.items() if (index / name).is_file()} == {0o600}
+
+
+def test_cache_left_open_by_an_older_version_is_closed(docs: Path, fake, tmp_path: Path,
+                                                       umask_022):
+    index = cache_index_for(docs, Settings())
+    index.mkdir(parents=True)  # 0755 all the way, as before
+    code, _, err = run("search", "port", "--docs", str(docs), "--json")
+    assert code == 0, err
+    for folder in (tmp_path / "cache" / "rag", index.parent, index):
+        assert folder.stat().st_mode & 0o777 == 0o700, folder
+
+
+def test_an_index_placed_elsewhere_keeps_the_users_permissions(docs: Path, fake, tmp_path: Path,
+                                                               umask_022):
+    index = tmp_path / "shared" / "idx"
+    code, _, err = run("search", "port", "--docs", str(docs), "--index", str(index), "--json")
+    assert code == 0, err
+    modes = modes_under(index)
+    assert {mode for name, mode in modes.items() if (index / name).is_dir()} == {0o755}
+    assert {mode for name, mode in modes.items() if (index / name).is_file()} == {0o644}
+    assert not (tmp_path / "cache").exists()  # nothing written to the cache either

@@ -259,3 +259,21 @@ def test_pieces_of_a_long_line_keep_their_columns(docs, tmp_path, pg_dsn, embedd
         assert problem is None
     # Re-indexing reads the stored version back: nothing is re-embedded for the pieces.
     assert build_index(docs, UNUSED, database_settings, embedder).chunks_embedded == 0
+
+
+def test_visible_counts_stay_bounded_over_many_group_sets(docs, pg_dsn, embedder):
+    """A server sees as many group sets as it has users: the counts kept per set are an LRU."""
+    build_index(docs, UNUSED, pg_settings(pg_dsn), embedder)
+    retriever = open_retriever(UNUSED, pg_settings(pg_dsn), embedder)
+    index = retriever.index
+    public, staff = index.visible_count(frozenset()), index.visible_count(frozenset({"staff"}))
+    assert 0 < public < staff
+    for n in range(3 * postgres.COUNT_CACHE):
+        hits = retriever.search("staff runbook", k=3, mode="lexical",
+                                groups=frozenset({f"user-{n}"}))
+        assert all(not h.chunk.visibility for h in hits)
+        assert len(index._counts) <= postgres.COUNT_CACHE
+    assert len(index._counts) == postgres.COUNT_CACHE
+    assert frozenset({"staff"}) not in index._counts  # the oldest sets went first
+    assert index.visible_count(frozenset({"staff"})) == staff  # and are counted again
+    assert index.visible_count(frozenset()) == public

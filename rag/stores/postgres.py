@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections import Counter
+from collections import Counter, OrderedDict
 from collections.abc import Iterator, Sequence
 from pathlib import PurePosixPath
 from typing import Any
@@ -28,6 +28,7 @@ from rag.store import Manifest
 from rag.stores.pg_schema import Pool, pool, where
 
 STALE_CHECK_S = 1.0  # how often a server asks which version is current
+COUNT_CACHE = 128  # group sets whose visible counts are kept (as rag.retrieval.FILTER_CACHE)
 K1, B = 1.5, 0.75  # bm25s defaults (Lucene BM25), so scores equal the folder store's
 CHUNK_COLUMNS = ("c.pos, c.chunk_id, c.source_id, c.source_path, c.text, c.start_line, "
                  "c.end_line, c.heading, c.visibility, c.start_col, c.end_col")
@@ -88,7 +89,8 @@ class PostgresIndex:
         self.chunks = Rows(count)
         self.ef_search = ef_search
         self.exact = exact  # index.kind "flat": exact search, like the folder store's
-        self._counts: dict[frozenset[str], int] = {}
+        # LRU: every distinct group set a token or proxy sends would otherwise stay for good.
+        self._counts: OrderedDict[frozenset[str], int] = OrderedDict()
         self._checked = time.monotonic()
         self._lock = threading.Lock()
 
@@ -130,11 +132,22 @@ class PostgresIndex:
         return list(rows)
 
     def visible_count(self, groups: frozenset[str]) -> int:
-        if groups not in self._counts:
-            rows = self._run(f"SELECT count(*) FROM rag_chunks c WHERE c.version_id = %(v)s "
-                             f"AND {VISIBLE}", {}, groups)
-            self._counts[groups] = int(rows[0][0])
-        return self._counts[groups]
+        """How many chunks of this version these groups may see (kept for COUNT_CACHE sets).
+
+        The query runs outside the lock: two threads may both count a new set, never block.
+        """
+        with self._lock:
+            if groups in self._counts:
+                self._counts.move_to_end(groups)
+                return self._counts[groups]
+        rows = self._run(f"SELECT count(*) FROM rag_chunks c WHERE c.version_id = %(v)s "
+                         f"AND {VISIBLE}", {}, groups)
+        count = int(rows[0][0])
+        with self._lock:
+            self._counts[groups] = count
+            while len(self._counts) > COUNT_CACHE:
+                self._counts.popitem(last=False)
+        return count
 
     def dense(self, vector: np.ndarray, k: int, groups: frozenset[str]) -> list[tuple[int, float]]:
         """Exact for index.kind "flat"; for "hnsw", HNSW candidates joined to this version's
