@@ -274,6 +274,11 @@ class ServerSettings(_Section):
         description="Host header values served (host or host:port; \"*\" = any). Empty = "
         "127.0.0.1, localhost and [::1] on the serving port, plus the --host address.",
     )
+    max_body_bytes: int = Field(
+        1_000_000, ge=1024, le=1_000_000_000,
+        description="Largest request body accepted; a larger one (by Content-Length, or "
+        "counted while a chunked body arrives) is refused with 413 before it is parsed.",
+    )
 
     @field_validator("trusted_proxies", "allowed_hosts", mode="before")
     @classmethod
