@@ -279,6 +279,11 @@ class ServerSettings(_Section):
         description="Largest request body accepted; a larger one (by Content-Length, or "
         "counted while a chunked body arrives) is refused with 413 before it is parsed.",
     )
+    max_verify_citations: int = Field(
+        200, ge=1, le=100_000,
+        description="Most citations one POST /verify may name (`citations` and every "
+        "statement's together); more is refused with 422 before any is checked.",
+    )
 
     @field_validator("trusted_proxies", "allowed_hosts", mode="before")
     @classmethod

@@ -43,7 +43,7 @@ from rag.bodylimit import BodyLimit
 from rag.config import Settings
 from rag.embedding import Embedder
 from rag.pipeline import Pipeline
-from rag.reverify import VerifyOut, VerifyRequest, verify_payload
+from rag.reverify import VerifyOut, VerifyRequest, cap_citations_in_schema, verify_payload
 from rag.stores import is_stale
 from rag.streaming import STREAMED, stream_answer, wants_stream
 
@@ -341,6 +341,7 @@ def create_app(*, index: Path, settings: Settings, docs: Path, generator: str | 
         return FileResponse(WEB / "index.html", media_type="text/html")
 
     app.mount("/static", StaticFiles(directory=WEB), name="static")
+    cap_citations_in_schema(app.openapi(), settings.server.max_verify_citations)
     return app
 
 
