@@ -137,6 +137,8 @@ class ErrorOut(BaseModel):
 ERRORS: dict[int | str, dict[str, Any]] = {
     code: {"model": ErrorOut} for code in (400, 401, 403, 409, 415, 421, 422, 500, 503)
 }
+# Requests with a body may also get 413: over [server] max_body_bytes (rag.bodylimit).
+POST_ERRORS: dict[int | str, dict[str, Any]] = {**ERRORS, 413: {"model": ErrorOut}}
 
 
 def answer_payload(answer: Answer, docs: Path, version: str) -> dict[str, Any]:

@@ -274,6 +274,16 @@ class ServerSettings(_Section):
         description="Host header values served (host or host:port; \"*\" = any). Empty = "
         "127.0.0.1, localhost and [::1] on the serving port, plus the --host address.",
     )
+    max_body_bytes: int = Field(
+        1_000_000, ge=1024, le=1_000_000_000,
+        description="Largest request body accepted; a larger one (by Content-Length, or "
+        "counted while a chunked body arrives) is refused with 413 before it is parsed.",
+    )
+    max_verify_citations: int = Field(
+        200, ge=1, le=100_000,
+        description="Most citations one POST /verify may name (`citations` and every "
+        "statement's together); more is refused with 422 before any is checked.",
+    )
 
     @field_validator("trusted_proxies", "allowed_hosts", mode="before")
     @classmethod

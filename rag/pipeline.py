@@ -163,7 +163,9 @@ class Pipeline:
             on_event: OnEvent | None = None) -> Answer:
         """The whole pipeline; only verified, supported statements reach the Answer.
 
-        ``on_event`` (streaming) hears each stage's result as it is ready.
+        ``on_event`` (streaming) hears each stage's result as it is ready, and ``generate``
+        (no value) just before the model is called: a stream whose client has left stops
+        there, before the one costly stage.
         """
         groups = frozenset(groups)
         emit: OnEvent = on_event or (lambda kind, value: None)
@@ -194,6 +196,7 @@ class Pipeline:
             return Answer(answer=INSUFFICIENT, statements=(), citations=(),
                           insufficient_evidence=True, **base)
 
+        emit("generate", None)
         t0 = time.perf_counter()
         generator = self.generator()
         use_embedder = getattr(generator, "use_embedder", None)

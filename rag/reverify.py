@@ -201,6 +201,33 @@ _SAVED_ANSWER_SCHEMA: dict[str, Any] = {
 }
 
 
+def citation_count(data: dict[str, Any]) -> int:
+    """How many citations a saved answer names: its `citations` and every statement's."""
+    lists = [data.get("citations")]
+    statements = data.get("statements")
+    if isinstance(statements, list):
+        lists += [s.get("citations") for s in statements if isinstance(s, dict)]
+    return sum(len(cited) for cited in lists if isinstance(cited, list))
+
+
+def check_citation_cap(data: dict[str, Any], cap: int) -> None:
+    """UsageError (422) for an answer naming more than ``cap`` citations: each one costs a
+    file check, so the work one request may ask for is bounded before any is done."""
+    if (count := citation_count(data)) > cap:
+        raise UsageError(f"the answer names {count} citations; POST /verify checks at most "
+                         f"{cap} ([server] max_verify_citations)")
+
+
+def cap_citations_in_schema(openapi: dict[str, Any], cap: int) -> None:
+    """Write this server's citation cap into its OpenAPI schema (maxItems, and the combined
+    rule in words): the model is shared by every server, the configured cap is not."""
+    answer = openapi["components"]["schemas"]["VerifyRequest"]["properties"]["answer"]
+    answer["properties"]["citations"]["maxItems"] = cap
+    answer["properties"]["statements"]["items"]["properties"]["citations"]["maxItems"] = cap
+    answer["description"] += f" At most {cap} citations in all (`citations` and every " \
+        "statement's together)."
+
+
 class VerifyRequest(BaseModel):
     answer: dict[str, Any] = Field(..., description="A saved answer, as `rag ask --json` "
                                    "prints it or `POST /ask` returns it.",
@@ -236,6 +263,7 @@ class VerifyOut(BaseModel):
 def verify_payload(request: VerifyRequest, docs: Path, version: Any,
                    settings: Any) -> dict[str, Any]:
     """`POST /verify`: recheck with the visibility of the caller's groups, over one version."""
+    check_citation_cap(request.answer, settings.server.max_verify_citations)
     groups = frozenset(g.strip() for g in request.groups if g.strip())
 
     def allowed(rel: str, lines: list[str] | None) -> bool:

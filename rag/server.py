@@ -28,6 +28,7 @@ from rag import errors
 from rag.api import (
     ERRORS,
     NOT_BLANK,
+    POST_ERRORS,
     AnswerOut,
     AskRequest,
     HealthOut,
@@ -38,10 +39,11 @@ from rag.api import (
     answer_payload,
 )
 from rag.auth import Authenticator, HostCheck, Identity, Unauthorized
+from rag.bodylimit import BodyLimit
 from rag.config import Settings
 from rag.embedding import Embedder
 from rag.pipeline import Pipeline
-from rag.reverify import VerifyOut, VerifyRequest, verify_payload
+from rag.reverify import VerifyOut, VerifyRequest, cap_citations_in_schema, verify_payload
 from rag.stores import is_stale
 from rag.streaming import STREAMED, stream_answer, wants_stream
 
@@ -265,6 +267,9 @@ def create_app(*, index: Path, settings: Settings, docs: Path, generator: str | 
                   lifespan=lifespan, docs_url=None, redoc_url=None)  # their pages use a CDN
     app.state.rag = state
     _install_error_handlers(app)
+    # Inside the guard: Host, origin, content type and credentials are checked first, then
+    # the body is counted before any endpoint parses it.
+    app.add_middleware(BodyLimit, max_bytes=settings.server.max_body_bytes)
 
     @app.middleware("http")
     async def guard(request: Request, call_next: Any) -> Any:
@@ -297,7 +302,7 @@ def create_app(*, index: Path, settings: Settings, docs: Path, generator: str | 
                                          groups=groups_of(request, groups.split(",")))
         return {"query": q, "version": pipeline.version, "hits": [h.to_dict() for h in hits]}
 
-    @app.post("/ask", response_model=AnswerOut, responses={**ERRORS, 200: STREAMED})
+    @app.post("/ask", response_model=AnswerOut, responses={**POST_ERRORS, 200: STREAMED})
     def ask(request: Request, body: AskRequest) -> Any:
         """The verified answer; with `Accept: text/event-stream`, each stage as it happens."""
         pipeline = state.pipeline
@@ -309,7 +314,7 @@ def create_app(*, index: Path, settings: Settings, docs: Path, generator: str | 
                               groups=groups_of(request, body.groups))
         return answer_payload(answer, state.docs, pipeline.version)
 
-    @app.post("/index", response_model=IndexOut, responses=ERRORS)
+    @app.post("/index", response_model=IndexOut, responses=POST_ERRORS)
     async def reindex(request: Request, body: IndexRequest,
                       _: Annotated[Any, Security(BEARER)] = None) -> Any:
         if request.state.identity.user is None:  # writes need someone to answer for them
@@ -324,7 +329,7 @@ def create_app(*, index: Path, settings: Settings, docs: Path, generator: str | 
         return {"version": pipeline.version, "chunks": len(pipeline.retriever.index.chunks),
                 "summary": report.summary(), "report": report.to_dict()}
 
-    @app.post("/verify", response_model=VerifyOut, responses=ERRORS)
+    @app.post("/verify", response_model=VerifyOut, responses=POST_ERRORS)
     def verify(request: Request, body: VerifyRequest) -> dict[str, Any]:
         """Re-check a saved answer's citations against the docs now (see `rag verify`)."""
         body = body.model_copy(update={"groups": groups_of(request, body.groups)})
@@ -336,6 +341,7 @@ def create_app(*, index: Path, settings: Settings, docs: Path, generator: str | 
         return FileResponse(WEB / "index.html", media_type="text/html")
 
     app.mount("/static", StaticFiles(directory=WEB), name="static")
+    cap_citations_in_schema(app.openapi(), settings.server.max_verify_citations)
     return app
 
 

@@ -5,8 +5,11 @@ chosen for the model), one ``statement`` per verified statement (with its cited 
 ``done`` (the same JSON as the plain response) or ``error`` (``{"error", "status"}``, the
 status the plain request would have had). Every event's data is one line of JSON.
 
-The pipeline runs in a worker thread and hands each stage to the event loop. Once the client
-has gone, the next stage it reaches stops it (a model request already in flight finishes).
+The pipeline runs on a worker of the pool plain /ask runs in, so one bound (anyio's default
+thread limiter) covers both kinds of request, and hands each stage to the event loop. Once the
+client has gone, a stream still waiting for a worker never starts, and a running one stops at
+the next stage it reaches, at the latest just before the model call (a model request already
+in flight finishes: a thread cannot be stopped).
 """
 
 from __future__ import annotations
@@ -19,6 +22,8 @@ from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+import anyio
+from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import StreamingResponse
 from pydantic import BaseModel
 
@@ -36,6 +41,8 @@ STREAMED = {"content": {MEDIA_TYPE: {"schema": {
     "type": "string",
     "description": "Server-Sent Events: hits, evidence, statement (one per verified "
                    "statement), then done (the JSON answer) or error ({error, status})."}}}}
+# Streams whose work is queued or running: the event loop holds tasks only weakly.
+_RUNNING: set[asyncio.Task[None]] = set()
 
 
 class ClientGone(Exception):
@@ -46,6 +53,23 @@ def wants_stream(accept: str) -> bool:
     """Whether an Accept header asks for the event stream."""
     return any(part.partition(";")[0].strip().lower() == MEDIA_TYPE
                for part in accept.split(","))
+
+
+async def _in_pool(work: Callable[[], None], scope: anyio.CancelScope) -> None:
+    """Run ``work`` on a worker of plain /ask's pool; cancelling ``scope`` while it still
+    waits for a free worker means it never runs (once running, the worker stays taken until
+    ``work`` returns, so the bound holds)."""
+    with scope:
+        await run_in_threadpool(work)
+
+
+def _start(work: Callable[[], None]) -> anyio.CancelScope:
+    """Queue ``work`` for the pool; the scope that withdraws it."""
+    scope = anyio.CancelScope()
+    task = asyncio.get_running_loop().create_task(_in_pool(work, scope))
+    _RUNNING.add(task)
+    task.add_done_callback(_RUNNING.discard)
+    return scope
 
 
 def event(kind: str, data: Any) -> bytes:
@@ -107,6 +131,8 @@ def stream_answer(pipeline: Pipeline, *, question: str, mode: str | None,
                     StatementOut, statement_payload(value, chosen, docs, files))))
 
         def work() -> None:
+            if gone.is_set():  # the client left while this waited for a worker
+                return
             try:
                 answer = pipeline.ask(question, mode=mode, groups=groups, on_event=on_event)
                 if gone.is_set():
@@ -123,13 +149,13 @@ def stream_answer(pipeline: Pipeline, *, question: str, mode: str | None,
             finally:
                 send(None)
 
-        worker = threading.Thread(target=work, name="rag-stream", daemon=True)
-        worker.start()
+        queued = _start(work)
         try:
             while (item := await queue.get()) is not None:
                 yield item
         finally:  # also when the client disconnected and this generator was closed
             gone.set()
+            queued.cancel()
 
     return StreamingResponse(events(), media_type=MEDIA_TYPE,
                              headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})

@@ -85,5 +85,5 @@ def test_the_schema_documents_every_refusal(api_schema: object) -> None:
             documented = set(operation["responses"])
             assert {"401", "421", "500"} <= documented, (method, path)
             if method == "post":
-                assert {"403", "415"} <= documented, (method, path)
+                assert {"403", "413", "415"} <= documented, (method, path)
     assert raw["paths"]["/index"]["post"]["security"] == [{"HTTPBearer": []}]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import threading
 from collections.abc import Iterator
@@ -19,6 +20,7 @@ from rag.generation import ExtractiveGenerator
 from rag.indexing import build_index
 from rag.retrieval import FILTER_CACHE, Retriever
 from rag.server import WEB, create_app
+from tests.live_server import free_port, post, read_all, serving, status_and_body
 
 PORT_QUESTION = "Which port does the HTTP API listen on by default?"
 TOKEN_QUESTION = "How is the admin token rotated and where is it stored?"
@@ -312,3 +314,67 @@ def test_many_distinct_group_sets_keep_the_filter_cache_bounded(docs, tmp_path, 
     assert len(retriever._filters) == FILTER_CACHE
     assert frozenset({"staff"}) not in retriever._filters  # the least recently used went first
     assert sees_runbook({"staff"}) and not sees_runbook({"team-0", "sales"})  # rebuilt right
+
+
+LIMIT_ERROR = "request body over the {}-byte limit ([server] max_body_bytes)"
+
+
+@pytest.fixture
+def live(docs: Path, tmp_path: Path, settings: Settings,
+         embedder: FakeEmbedder) -> Iterator[tuple[int, Settings]]:
+    """A real server on a free port, with a 4 KB body limit."""
+    settings = settings.model_copy(update={"server": settings.server.model_copy(
+        update={"max_body_bytes": 4096})})
+    build_index(docs, tmp_path / "index", settings, embedder)
+    port = free_port()
+    app = create_app(index=tmp_path / "index", settings=settings, docs=docs,
+                     generator="extractive", embedder=embedder, port=port)
+    with serving(app, port):
+        yield port, settings
+
+
+def _one_line_413(raw: bytes, limit: int) -> None:
+    status, body = status_and_body(raw)
+    assert (status, json.loads(body)) == (413, {"error": LIMIT_ERROR.format(limit)}), raw[:300]
+    assert body.count(b"\n") == 0
+
+
+@pytest.mark.parametrize("path", ["/ask", "/verify", "/index"])
+def test_a_body_declared_over_the_limit_is_refused_before_it_is_sent(live, path):
+    """Content-Length: 100 MB and not a byte sent: the answer comes at once, nothing read."""
+    port, _ = live
+    sock = post(port, path, b"", {"Content-Length": str(100_000_000)})
+    sock.settimeout(10)  # the server used to wait for all 100 MB, then parse them
+    _one_line_413(read_all(sock), 4096)
+
+
+def test_a_chunked_body_is_counted_and_refused_once_past_the_limit(live):
+    """No Content-Length: the bytes are counted as they come, and one past the limit is
+    enough; a chunked body within the limit is answered as usual."""
+    port, _ = live
+
+    def chunked(data: bytes, *, last: bool) -> bytes:
+        pieces = [data[i:i + 1000] for i in range(0, len(data), 1000)]
+        return b"".join(b"%x\r\n%s\r\n" % (len(p), p) for p in pieces) + (
+            b"0\r\n\r\n" if last else b"")
+
+    big = post(port, "/ask", chunked(b" " * 4097, last=False),  # and never the last chunk
+               {"Transfer-Encoding": "chunked"})
+    big.settimeout(10)
+    _one_line_413(read_all(big), 4096)
+    body = json.dumps({"question": PORT_QUESTION}).encode()
+    small = post(port, "/ask", chunked(body, last=True), {"Transfer-Encoding": "chunked"})
+    small.settimeout(30)
+    status, reply = status_and_body(read_all(small))
+    assert status == 200 and "8080" in json.loads(reply)["answer"]
+
+
+def test_bodies_up_to_the_limit_are_answered_and_one_byte_more_is_not(client):
+    limit = Settings().server.max_body_bytes
+    payload = json.dumps({"question": PORT_QUESTION})
+    padded = payload[:-1] + " " * (limit - len(payload)) + "}"  # exactly the limit
+    ok = client.post("/ask", content=padded, headers={"Content-Type": "application/json"})
+    assert ok.status_code == 200 and "8080" in ok.json()["answer"]
+    over = client.post("/ask", content=padded + " ", headers={"Content-Type": "application/json"})
+    assert (over.status_code, over.json()) == (413, {"error": LIMIT_ERROR.format(limit)})
+    assert "default-src 'none'" in over.headers["content-security-policy"]

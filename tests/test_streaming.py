@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import socket
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -12,8 +14,11 @@ import pytest
 from fastapi.testclient import TestClient
 
 from rag.errors import GenerationError
-from rag.pipeline import Pipeline
+from rag.indexing import build_index
+from rag.pipeline import Pipeline, open_retriever
+from rag.server import create_app
 from rag.streaming import stream_answer
+from tests.live_server import free_port, post, read_all, serving, status_and_body
 from tests.test_server import PORT_QUESTION, TOKEN_QUESTION, make_client, with_tokens
 
 STREAM = {"Accept": "text/event-stream"}
@@ -145,3 +150,148 @@ def test_a_client_that_leaves_stops_the_work_at_the_next_stage(tmp_path):
             break
         threading.Event().wait(0.05)
     assert outcome == ["ClientGone"]
+
+
+# The bound on worker threads plain /ask runs under (anyio's default thread limiter, which
+# FastAPI uses for every sync endpoint); streamed /ask must stay under the same one.
+WORKERS = 40
+
+
+class HeldModel:
+    """A generator that holds every call until released, counting the calls in flight."""
+
+    def __init__(self, inner: object) -> None:
+        self.inner = inner
+        self.release = threading.Event()
+        self._lock = threading.Lock()
+        self.calls = self.running = self.peak = 0
+
+    def use_embedder(self, embedder: object) -> None:
+        self.inner.use_embedder(embedder)  # type: ignore[attr-defined]
+
+    def generate(self, question, evidence):
+        with self._lock:
+            self.calls += 1
+            self.running += 1
+            self.peak = max(self.peak, self.running)
+        try:
+            assert self.release.wait(60), "never released"
+            return self.inner.generate(question, evidence)  # type: ignore[attr-defined]
+        finally:
+            with self._lock:
+                self.running -= 1
+
+    def wait_for(self, running: int, seconds: float = 60) -> None:
+        deadline = time.monotonic() + seconds
+        while self.running < running:
+            assert time.monotonic() < deadline, f"{self.running} calls in flight, not {running}"
+            time.sleep(0.05)
+
+
+@pytest.fixture
+def live(docs: Path, tmp_path: Path, settings, embedder) -> Iterator[tuple[int, HeldModel]]:
+    """A real server on a free port whose model holds every call until released."""
+    build_index(docs, tmp_path / "index", settings, embedder)
+    port = free_port()
+    app = create_app(index=tmp_path / "index", settings=settings, docs=docs,
+                     generator="extractive", embedder=embedder, port=port)
+    with serving(app, port):
+        model = HeldModel(app.state.rag.shared.get())
+        app.state.rag.shared._generator = model
+        try:
+            yield port, model
+        finally:
+            model.release.set()
+
+
+def _ask(port: int, stream: bool) -> socket.socket:
+    body = json.dumps({"question": PORT_QUESTION}).encode()
+    return post(port, "/ask", body, STREAM if stream else {"Accept": "application/json"})
+
+
+def test_streams_and_plain_asks_share_one_worker_bound(live):
+    """More streams than workers: the model never sees more calls at once than plain /ask
+    allows, the server starts no thread per stream, and every request still gets its answer."""
+    port, model = live
+    before = {t.ident for t in threading.enumerate()}
+    replies: list[bytes] = []
+
+    def client(stream: bool) -> None:
+        replies.append(read_all(_ask(port, stream)))
+
+    clients = [threading.Thread(target=client, args=(i % 10 != 0,), daemon=True)
+               for i in range(WORKERS + 12)]
+    for thread in clients:
+        thread.start()
+    model.wait_for(WORKERS)
+    time.sleep(1.0)  # time enough for any request outside the bound to reach the model too
+    mine = {t.ident for t in clients}
+    server_threads = [t for t in threading.enumerate()
+                      if t.ident not in before and t.ident not in mine]
+    assert model.peak == WORKERS
+    assert len(server_threads) <= WORKERS
+    model.release.set()
+    for thread in clients:
+        thread.join(60)
+    assert len(replies) == len(clients) and model.calls == len(clients)
+    for raw in replies:
+        status, body = status_and_body(raw)
+        assert status == 200 and (b"event: done" in body or b'"answer"' in body), body[-200:]
+
+
+def test_a_stream_whose_client_leaves_while_queued_never_reaches_the_model(live):
+    port, model = live
+    holders = [threading.Thread(target=lambda: read_all(_ask(port, True)), daemon=True)
+               for _ in range(WORKERS)]
+    for thread in holders:
+        thread.start()
+    model.wait_for(WORKERS)
+    late = _ask(port, True)  # no worker is free: it waits
+    time.sleep(0.5)
+    late.close()  # the client gives up
+    time.sleep(0.5)
+    model.release.set()
+    for thread in holders:
+        thread.join(60)
+    time.sleep(1.0)  # time enough for the late stream to reach the model, were it to go on
+    assert model.calls == WORKERS
+
+
+def test_a_client_that_leaves_before_generation_costs_no_model_call(docs, tmp_path, settings,
+                                                                   embedder):
+    """Gone after the evidence event, while the answerability check runs: the model is
+    never called."""
+    build_index(docs, tmp_path / "index", settings, embedder)
+    pipeline = Pipeline(tmp_path / "index", settings, generator="extractive",
+                        retriever=open_retriever(tmp_path / "index", settings, embedder))
+    checking, release = threading.Event(), threading.Event()
+    real = pipeline.answerable
+    calls: list[str] = []
+
+    def slow_answerable(*args, **kwargs):
+        checking.set()
+        assert release.wait(10)
+        return real(*args, **kwargs)
+
+    class Counting:
+        def generate(self, question, evidence):
+            calls.append(question)
+            raise AssertionError("the model was called for a client that had left")
+
+    pipeline.answerable = slow_answerable  # type: ignore[method-assign]
+    pipeline.generator = lambda: Counting()  # type: ignore[method-assign]
+
+    async def run() -> list[bytes]:
+        response = stream_answer(pipeline, question=PORT_QUESTION, mode=None, groups=(),
+                                 docs=docs, version="v", status_for=lambda exc: 500)
+        body = response.body_iterator
+        got = [await body.__anext__(), await body.__anext__()]
+        assert await asyncio.to_thread(checking.wait, 10)
+        await body.aclose()  # the client went away
+        release.set()
+        return got
+
+    got = asyncio.run(run())
+    assert got[1].startswith(b"event: evidence\n")
+    time.sleep(1.0)  # time enough for the worker to reach the model, were it to go on
+    assert calls == []

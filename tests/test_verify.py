@@ -280,3 +280,39 @@ def test_http_verify_answers_a_path_with_a_nul_byte_with_an_error_not_a_crash(
                                  "end_line": 1, "text": "x"}]}
         resp = client.post("/verify", json={"answer": forged})
         assert 400 <= resp.status_code < 500, resp.text
+
+
+def _many(n: int) -> list[dict]:
+    return [{"label": f"E{i}", "source_path": "faq.md", "start_line": i + 1,
+             "end_line": i + 1, "text": "x"} for i in range(n)]
+
+
+def test_http_verify_refuses_more_citations_than_the_cap_in_one_line(client: TestClient):
+    """Anonymous callers once made the server check thousands of citations per request."""
+    cap = Settings().server.max_verify_citations
+    assert client.post("/verify", json={"answer": {"citations": _many(cap)}}).status_code == 200
+    message = f"the answer names {cap + 1} citations; POST /verify checks at most {cap} " \
+        "([server] max_verify_citations)"
+    over = client.post("/verify", json={"answer": {"citations": _many(cap + 1)}})
+    assert (over.status_code, over.json()) == (422, {"error": message})
+    # the statements' citations count too
+    split = {"citations": _many(cap // 2),
+             "statements": [{"text": "s", "citations": _many(cap // 2 + 1)}]}
+    resp = client.post("/verify", json={"answer": split})
+    assert (resp.status_code, resp.json()) == (422, {"error": message})
+
+
+def test_the_schema_states_the_configured_citation_cap(docs: Path, tmp_path: Path,
+                                                      embedder: FakeEmbedder):
+    settings = Settings.model_validate({"server": {"max_verify_citations": 7}})
+    build_index(docs, tmp_path / "index", settings, embedder)
+    app = create_app(index=tmp_path / "index", settings=settings, docs=docs,
+                     generator="extractive", embedder=embedder)
+    with TestClient(app, base_url="http://127.0.0.1:8000") as c:
+        answer = c.get("/openapi.json").json()["components"]["schemas"]["VerifyRequest"][
+            "properties"]["answer"]
+        assert answer["properties"]["citations"]["maxItems"] == 7
+        statement = answer["properties"]["statements"]["items"]
+        assert statement["properties"]["citations"]["maxItems"] == 7
+        assert "At most 7 citations in all" in answer["description"]
+        assert c.post("/verify", json={"answer": {"citations": _many(8)}}).status_code == 422
