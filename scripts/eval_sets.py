@@ -2,7 +2,7 @@
 
 Runs `rag eval` on the dev set (FastAPI), `corpus/eval.jsonl`, Hugo and the sets in
 `evals/` (indexes built in `indexes/<name>` if missing, then reused), writes each report to
-`reports/sets/<generator>/<set>.json` and prints one line per set plus the mean over sets.
+`reports/sets/<generator or --label>/<set>.json` and prints one line per set plus the mean over sets.
 The blind sets are not here: `bash ../shared/evals/blind/run.sh GENERATOR` prints theirs.
 
     python scripts/eval_sets.py extractive
@@ -37,11 +37,11 @@ def report_path(generator: str, name: str) -> Path:
     return REPO / "reports" / "sets" / generator / f"{name}.json"
 
 
-def run(generator: str, names: list[str]) -> None:
+def run(generator: str, names: list[str], label: str) -> None:
     rag = REPO / ".venv" / "bin" / "rag"
     for name in names:
         cases, docs = SETS[name]
-        out = report_path(generator, name)
+        out = report_path(label, name)
         out.parent.mkdir(parents=True, exist_ok=True)
         done = subprocess.run(
             [str(rag), "eval", str(cases), "--docs", str(docs), "--index",
@@ -105,14 +105,16 @@ def main() -> None:
     parser.add_argument("--sets", default=",".join(SETS))
     parser.add_argument("--compare", nargs=2, metavar=("A", "B"))
     parser.add_argument("--table-only", action="store_true")
+    parser.add_argument("--label", help="report folder name (default: the generator's)")
     args = parser.parse_args()
     names = [n for n in args.sets.split(",") if n]
     if args.compare:
         compare(*args.compare, names)
         return
+    label = args.label or args.generator
     if not args.table_only:
-        run(args.generator, names)
-    table(args.generator, names)
+        run(args.generator, names, label)
+    table(label, names)
 
 
 if __name__ == "__main__":
