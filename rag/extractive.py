@@ -49,6 +49,8 @@ FURTHER_WINDOW_WORDS = 40  # a second or third quote runs on up to this many wor
 MAX_PASSAGE_WORDS = 150  # a passage longer than this is never quoted
 EXTRACTIVE_STATEMENTS = 2
 RELATIVE_FLOOR = 0.8  # a further passage must score this share of the best one
+import os as _os
+_ABLATE = set(_os.environ.get('RAG_ABLATE', '').split(','))
 REPEAT_WORDS = 4  # a further quote repeating a sentence this long that the answer says is left out
 MIN_NEW = 0.15  # ...and cover this share (idf-weighted) of the question not yet covered,
 MIN_NEW_TERMS = 1  # in at least this many question words
@@ -181,7 +183,7 @@ def _answer_to_part(index: int, part: Part, usable: Sequence[Passage],
         # `0.102.0`."), which shares few of the part's words: on the first quote's page, a
         # sentence naming a version the question does not answers "since which version?".
         page = best.evidence.chunk.source_path
-        found = [p for p in fits if p.evidence.chunk.source_path == page
+        found = [] if "sinceversion" in _ABLATE else [p for p in fits if p.evidence.chunk.source_path == page
                  and any(f not in asked_facts for f in FACT.findall(p.sentence.text))]
     if not found:
         return None
@@ -194,6 +196,8 @@ RESTATED_WORDS = 8  # when it is this long ("Default: **2**" is said of many set
 
 
 def _restated(p: Passage, candidates: Sequence[Passage], pages: set[str]) -> Passage | None:
+    if "restated" in _ABLATE:
+        return None
     """The same statement on a page the answer already quotes, when p's page is another:
     docs restate a tutorial's sentence on a reference page, and an answer that cites the
     page it already rests on says the same with one place fewer to check."""
@@ -313,11 +317,11 @@ def choose(question: str, passages: Sequence[Passage]) -> list[Quote]:
         if p.evidence.chunk.source_path == best.evidence.chunk.source_path:
             continue  # the first quote runs on through its section; the rest of its page
             # holds neighbouring sections more often than what the question asked
-        if any(q.words >= REPEAT_WORDS and q.sentence.text in said for q in [p, *p.window[:2]]):
+        if "repeat" not in _ABLATE and any(q.words >= REPEAT_WORDS and q.sentence.text in said for q in [p, *p.window[:2]]):
             continue  # a reference page restating the tutorial's sentence says nothing new
-        if linked_pages(p.file_text, p.evidence.chunk.source_path) & quoted:
+        if "link" not in _ABLATE and linked_pages(p.file_text, p.evidence.chunk.source_path) & quoted:
             continue  # "it's easier to use X ([Handling Errors](...))" points at a quote
-        if dated and is_release_note(p.evidence.chunk.source_path, p.heading):
+        if "dated" not in _ABLATE and dated and is_release_note(p.evidence.chunk.source_path, p.heading):
             continue  # the answer already says which version: a changelog entry repeats it
         p = _restated(p, [q for q in usable if words + q.words <= ANSWER_WORDS
                           and not _overlaps_chosen(q, [*chosen, *lead])], quoted) or p
