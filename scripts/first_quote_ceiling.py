@@ -8,7 +8,7 @@ listwise logistic model over the same signals does, fitted on the other sets onl
 (leave-one-set-out), so that a better weighting of these signals would show as a gain. The
 share of cases with any right candidate bounds both.
 
-    python scripts/first_quote_ceiling.py        # the eight sets; indexes built if missing
+    python scripts/first_quote_ceiling.py        # the twelve sets; indexes built if missing
     python scripts/first_quote_ceiling.py --set EVAL DOCS INDEX [--set ...]
 """
 
@@ -26,9 +26,7 @@ sys.path[:0] = [str(REPO), str(REPO / "scripts")]
 
 from fit_abstention import DEFAULT_SETS, case_evidence
 
-SETS = [*DEFAULT_SETS,
-        *([f"evals/{name}.jsonl", f"evals/corpora/{name}", f"indexes/{name}"]
-          for name in ("vite", "uv", "poetry"))]
+SETS = DEFAULT_SETS
 SIGNALS = ["log_answer", "log_place", "dense", "lexical", "window_lexical", "heading",
            "kind", "answer_bonus", "alternative", "changelog", "words", "evidence_rank",
            "page_chunks", "page_share", "sentences_before"]
