@@ -17,7 +17,6 @@ from dataclasses import dataclass
 from itertools import pairwise
 from typing import TYPE_CHECKING
 
-from rag.inline import linked_pages
 from rag.leads import next_section, section_lead
 from rag.markup import version_marker
 from rag.passages import FACT, NAME_HEADING, is_labelled_fact
@@ -31,7 +30,6 @@ from rag.questions import (
     query_terms,
     question_parts,
 )
-from rag.questions import terms as _terms
 from rag.records import Evidence
 from rag.scoring import WINDOW_WORDS, Passage, PassageScorer, defines_term, is_release_note, share
 from rag.text import word_count
@@ -49,9 +47,6 @@ FURTHER_WINDOW_WORDS = 40  # a second or third quote runs on up to this many wor
 MAX_PASSAGE_WORDS = 150  # a passage longer than this is never quoted
 EXTRACTIVE_STATEMENTS = 2
 RELATIVE_FLOOR = 0.8  # a further passage must score this share of the best one
-import os as _os
-_ABLATE = set(_os.environ.get('RAG_ABLATE', '').split(','))
-REPEAT_WORDS = 4  # a further quote repeating a sentence this long that the answer says is left out
 MIN_NEW = 0.15  # ...and cover this share (idf-weighted) of the question not yet covered,
 MIN_NEW_TERMS = 1  # in at least this many question words
 SECOND_LEXICAL = 0.2  # and hold this share (idf-weighted) of the question's words itself
@@ -178,37 +173,9 @@ def _answer_to_part(index: int, part: Part, usable: Sequence[Passage],
             and not _overlaps_chosen(p, taken)]
     found = [p for p in fits
              if p.parts[index] >= PART_MATCH and p.answer >= PART_FLOOR * best.answer]
-    if not found and "version" in part.kinds:
-        # Docs date a feature in a note beside it ("Support for `x` was added in FastAPI
-        # `0.102.0`."), which shares few of the part's words: on the first quote's page, a
-        # sentence naming a version the question does not answers "since which version?".
-        page = best.evidence.chunk.source_path
-        found = [] if "sinceversion" in _ABLATE else [p for p in fits if p.evidence.chunk.source_path == page
-                 and any(f not in asked_facts for f in FACT.findall(p.sentence.text))]
     if not found:
         return None
-    choice = max(found, key=lambda p: (p.parts[index], p.answer))
-    return _restated(choice, fits, {q.evidence.chunk.source_path for q in taken}) or choice
-
-
-RESTATED = 0.7  # a sentence sharing this share of its words with another restates it,
-RESTATED_WORDS = 8  # when it is this long ("Default: **2**" is said of many settings)
-
-
-def _restated(p: Passage, candidates: Sequence[Passage], pages: set[str]) -> Passage | None:
-    if "restated" in _ABLATE:
-        return None
-    """The same statement on a page the answer already quotes, when p's page is another:
-    docs restate a tutorial's sentence on a reference page, and an answer that cites the
-    page it already rests on says the same with one place fewer to check."""
-    if p.evidence.chunk.source_path in pages or word_count(p.sentence.text) < RESTATED_WORDS:
-        return None
-    own = set(_terms(p.sentence.text))
-    same = [(len(own & t) / len(own | t), q) for q in candidates
-            if q.evidence.chunk.source_path in pages
-            for t in [set(_terms(q.sentence.text))] if own | t]
-    best = max(same, key=lambda s: s[0], default=(0.0, None))
-    return best[1] if best[0] >= RESTATED else None
+    return max(found, key=lambda p: (p.parts[index], p.answer))
 
 
 # "Of course, you can also install them manually": another way than the one the section
@@ -300,9 +267,6 @@ def choose(question: str, passages: Sequence[Passage]) -> list[Quote]:
         if follow is not None and words + follow.words <= ANSWER_WORDS:
             chosen.append(follow)
             words += follow.words
-    quoted = {c.evidence.chunk.source_path for c in chosen}
-    said = " ".join([best_text, *(q.text for q in lead),
-                     *(_window_quote(c, FURTHER_WINDOW_WORDS)[0] for c in chosen[1:])])
     for p in usable[1:]:
         if len(chosen) >= EXTRACTIVE_STATEMENTS or p.answer < RELATIVE_FLOOR * best.answer:
             break
@@ -317,17 +281,7 @@ def choose(question: str, passages: Sequence[Passage]) -> list[Quote]:
         if p.evidence.chunk.source_path == best.evidence.chunk.source_path:
             continue  # the first quote runs on through its section; the rest of its page
             # holds neighbouring sections more often than what the question asked
-        if "repeat" not in _ABLATE and any(q.words >= REPEAT_WORDS and q.sentence.text in said for q in [p, *p.window[:2]]):
-            continue  # a reference page restating the tutorial's sentence says nothing new
-        if "link" not in _ABLATE and linked_pages(p.file_text, p.evidence.chunk.source_path) & quoted:
-            continue  # "it's easier to use X ([Handling Errors](...))" points at a quote
-        if "dated" not in _ABLATE and dated and is_release_note(p.evidence.chunk.source_path, p.heading):
-            continue  # the answer already says which version: a changelog entry repeats it
-        p = _restated(p, [q for q in usable if words + q.words <= ANSWER_WORDS
-                          and not _overlaps_chosen(q, [*chosen, *lead])], quoted) or p
         chosen.append(p)
-        said += " " + _window_quote(p, FURTHER_WINDOW_WORDS)[0]  # as it will be shown
-        quoted.add(p.evidence.chunk.source_path)
         covered |= p.terms
         words += p.words
     quotes: list[Quote] = []  # (a lead opens its section, so no other quote runs into it)

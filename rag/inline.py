@@ -10,13 +10,12 @@ markup (shortcodes, admonitions, includes) is rag/markup.py's.
 from __future__ import annotations
 
 import html
-import posixpath
 import re
 from collections.abc import Callable, Sequence
 
 from rag.markup import CODE_SPAN, HTML_TAG, SHORTCODE_CLOSERS, VERSION_SHORTCODE
 
-__all__ = ["clean_inline", "linked_pages", "outside_code", "row_text", "show_entities",
+__all__ = ["clean_inline", "outside_code", "row_text", "show_entities",
            "show_links", "show_shortcodes", "table_cells", "unescape"]
 
 # --- code spans and HTML entities -------------------------------------------------------------
@@ -162,17 +161,6 @@ def clean_inline(text: str) -> str:
         text = outside_code(html_code_spans(text),
                             lambda prose: HTML_TAG.sub("", _TAG_SEAM.sub(" ", prose)))
     return show_entities(text) if "&" in text else text
-
-
-def linked_pages(text: str, page: str) -> set[str]:
-    """The docs pages that inline links in ``text`` point to, as paths in the same tree as
-    ``page`` ("../tutorial/errors.md#body" from how-to/a.md is tutorial/errors.md); links
-    to other sites and site-absolute paths are left out."""
-    here = posixpath.dirname(page)
-    targets = (m["target"].split("#", 1)[0] for m in _INLINE_LINK.finditer(text)
-               if m["target"])
-    return {posixpath.normpath(posixpath.join(here, target)) for target in targets
-            if target and ":" not in target and not target.startswith("/")}
 
 
 # A shortcut reference link, "[regex crate]" (its definition elsewhere in the file): a

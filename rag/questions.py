@@ -132,8 +132,7 @@ def answer_kinds(question: str) -> frozenset[str]:
         kinds.add("version")
     if any(_ASK_WHY.search(sentence) for sentence in asked):
         kinds.add("reason")
-    import os as _os
-    if _ASK_EFFECT.search(question) and "effect" not in _os.environ.get("RAG_ABLATE", ""):
+    if _ASK_EFFECT.search(question):
         kinds.add("effect")
     if defined_terms(question):
         kinds.add("definition")

@@ -81,12 +81,6 @@ class Passage:
         """Which entry: blocks indented under one share it."""
         return self.block.group
 
-    @property
-    def file_text(self) -> str:
-        """Its lines as the file has them, links and all."""
-        chunk = self.evidence.chunk
-        return "\n".join(chunk.text.split("\n")[self.lines[0] - chunk.start_line:
-                                                 self.lines[1] - chunk.start_line + 1])
 
 
 _VECTORS: dict[tuple[str, str], np.ndarray] = {}  # (embedder, sentence) -> vector

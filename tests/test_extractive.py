@@ -151,74 +151,6 @@ def test_answers_stay_short_and_do_not_repeat() -> None:
     assert sum(len(t.split()) for t, _ in statements) <= 150
 
 
-def test_a_further_quote_restating_a_sentence_already_quoted_is_left_out() -> None:
-    rule = "Each scope is just a string without spaces."
-    first = f"In OAuth2, a scope name is a string, and scopes are separated by spaces. {rule}"
-    restated = f"Inside the form field `scope`, OAuth2 scopes are separated by spaces. {rule}"
-    shown = [evidence("E1", f"## Scopes\n\n{first}", path="advanced/scopes.md", score=0.9),
-             evidence("E2", f"## Form\n\n{restated}", path="tutorial/oauth2.md", score=0.85)]
-    statements, _ = answer("Are spaces allowed inside an OAuth2 scope name?", shown,
-                           FakeEmbedder())
-    assert len(statements) == 1 and statements[0][0] in (first, restated)  # the rule once
-
-
-def test_a_statement_restated_on_another_page_is_cited_where_the_answer_already_is() -> None:
-    intro = "You can stream events to the client with Server-Sent Events. Added in 0.135.0."
-    how = ("To stream SSE with FastAPI, use `yield` in your path operation function and set "
-           "`response_class=EventSourceResponse`.")
-    restated = ("To stream Server-Sent Events, use `yield` in your path operation function "
-                "and set `response_class=EventSourceResponse`.")
-    shown = [evidence("E1", f"## Server-Sent Events\n\n{intro}", path="tutorial/sse.md",
-                      score=0.9),
-             evidence("E2", f"## EventSourceResponse\n\n{restated}", path="reference/sse.md",
-                      score=0.6),
-             evidence("E3", f"## Stream SSE\n\n{how}", path="tutorial/sse.md", start=36,
-                      score=0.4)]
-    question = ("How do I stream Server-Sent Events from an endpoint, and which version "
-                "added it?")
-    statements, quotes = answer(question, shown, FakeEmbedder())
-    assert [labels for _, labels in statements] == [["E1"], ["E3"]]  # not the reference page
-    assert statements[1][0] == how and quotes[1] == (38, 38)
-    shown[2] = evidence("E3", "## Stream SSE\n\nSSE streams need a browser that supports "
-                        "`EventSource`.", path="tutorial/sse.md", start=36, score=0.4)
-    statements, _ = answer(question, shown, FakeEmbedder())
-    assert [labels for _, labels in statements][1] == ["E2"]  # said only there: cited there
-
-def test_a_short_line_said_of_many_settings_is_never_taken_for_a_restatement() -> None:
-    from rag.extractive import _restated
-
-    def passage(text: str, path: str):
-        shown = [evidence("E1", text, path=path)]
-        found = PassageScorer(FakeEmbedder()).passages("What is the default fetchTimeout?",
-                                                       shown)
-        return max(found, key=lambda p: p.lines[0])
-
-    value = passage("## lockfileDepth\n\n* Default: **10**", "settings/lockfile.md")
-    other = passage("## fetchTimeout\n\n* Default: **10**", "settings/network.md")
-    assert _restated(other, [value], {"settings/lockfile.md"}) is None  # another setting's
-    said = "The HTTP request timeout of every registry fetch, in milliseconds, is ten seconds."
-    tutorial = passage(f"## Timeouts\n\n{said}", "settings/lockfile.md")
-    reference = passage(f"## fetchTimeout\n\n{said}", "settings/network.md")
-    assert _restated(reference, [tutorial], {"settings/lockfile.md"}) is tutorial
-
-def test_a_further_quote_that_links_back_to_the_quoted_page_is_left_out() -> None:
-    how = ("To override the handler, import `RequestValidationError` and use it with "
-           "`@app.exception_handler(RequestValidationError)`.")
-    pointer = ("To customize the error body, it's easier to use the `body` in a custom handler "
-               "([Handling Errors](../tutorial/handling-errors.md#use-the-body)).")
-    shown = [evidence("E1", f"## Override request validation errors\n\n{how}",
-                      path="tutorial/handling-errors.md", score=0.9),
-             evidence("E2", f"## Accessing the body\n\n{pointer}",
-                      path="how-to/custom-request.md", score=0.85)]
-    question = "How can I customize the error body for invalid request data?"
-    statements, _ = answer(question, shown, FakeEmbedder())
-    assert statements == [(how, ["E1"])]  # the pointer only sends the reader to E1's page
-    elsewhere = pointer.replace("../tutorial/handling-errors.md", "../tutorial/bodies.md")
-    shown[1] = evidence("E2", f"## Accessing the body\n\n{elsewhere}",
-                        path="how-to/custom-request.md", score=0.85)
-    assert len(answer(question, shown, FakeEmbedder())[0]) == 2
-
-
 def test_extractive_is_deterministic() -> None:
     shown = [evidence("E1", "The server listens on port 8080 by default. Use --port to change.")]
     first = ExtractiveGenerator(FakeEmbedder()).generate("Which port?", shown)
@@ -368,23 +300,6 @@ def test_a_changelog_entry_is_not_added_to_an_answer_that_is_not_about_versions(
     question = "Which package do I install to use the test client, and what extras does it need?"
     statements, _ = answer(question, shown, FakeEmbedder())
     assert statements == [(page, ["E1"])]
-
-
-def test_a_changelog_entry_is_not_added_once_the_answer_names_the_version() -> None:
-    page = ("You can make the renderer catch undefined variables by setting `strict_variables` "
-            "to `true`. (3.8.0)")
-    entry = "Catch undefined variables and non-existing filters in the Liquid renderer."
-
-    def cited(page_text: str) -> list[list[str]]:
-        shown = [evidence("E1", f"## Liquid\n\n{page_text}", path="configuration/liquid.md",
-                          score=0.9),
-                 evidence("E2", f"## 3.8.0\n\n* {entry}", path="history.md", score=0.4)]
-        statements, _ = answer("Since which version can the Liquid renderer catch undefined "
-                               "variables and non-existing filters?", shown, FakeEmbedder())
-        return [labels for _, labels in statements]
-
-    assert cited(page) == [["E1"]]  # it says 3.8.0 already: the entry would repeat it
-    assert cited(page.removesuffix(" (3.8.0)")) == [["E1"], ["E2"]]  # the entry dates it
 
 
 def test_a_version_marker_dates_its_whole_section_however_far_above() -> None:
@@ -919,22 +834,6 @@ def test_a_part_asking_which_version_is_answered_once_a_quote_names_one() -> Non
                 "declare one?")
     statements, _ = answer(question, shown, FakeEmbedder())
     assert statements == [(page, ["E1"])]
-
-
-def test_a_part_asking_since_which_version_is_answered_by_the_dating_note_on_the_page() -> None:
-    how = "To get one schema back, set the parameter `separate_schemas=False`."
-    note = "Support for `separate_schemas` was added in FastAPI `0.102.0`."
-    elsewhere = "Version 0.99.0 changed how the docs page is built."
-    shown = [evidence("E1", f"## Do not separate schemas\n\n{how}", path="how-to/schemas.md",
-                      score=0.9),
-             evidence("E2", f"## Release notes\n\n{elsewhere}", path="release-notes.md",
-                      score=0.6),
-             evidence("E3", f"/// note\n\n{note}\n\n///", path="how-to/schemas.md", start=9,
-                      score=0.5)]
-    statements, quotes = answer("How do I get one schema back, and since which version is "
-                                "that possible?", shown, FakeEmbedder())
-    assert statements == [(how, ["E1"]), (note, ["E3"])]  # not the other page's version
-    assert quotes == [(3, 3), (11, 11)]
 
 
 def test_quoted_code_shows_what_the_page_shows_after_a_twoslash_cut() -> None:

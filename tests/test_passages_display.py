@@ -6,7 +6,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from rag.embedding import FakeEmbedder
-from rag.inline import linked_pages
 from rag.markup import code_continuation
 from rag.passages import read_blocks
 from rag.prose import sentences, split_sentences
@@ -58,14 +57,6 @@ def test_inline_links_show_their_text() -> None:
 
 
 
-def test_a_link_names_the_docs_page_it_points_to() -> None:
-    text = ("It's easier to use the `body` ([Handling Errors](../tutorial/handling-errors.md#body))"
-            " or [the guide](guide.md), not [the site](https://example.com/x.md) or "
-            "![a logo](../img/logo.md).")
-    assert linked_pages(text, "how-to/custom-route.md") == {"tutorial/handling-errors.md",
-                                                            "how-to/guide.md"}
-    assert linked_pages("No links here.", "a.md") == set()
-    assert linked_pages("[" * 200_000, "a.md") == set()  # at once, not in quadratic time
 
 
 def test_a_link_whose_text_is_code_with_brackets_shows_that_code() -> None:
