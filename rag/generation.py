@@ -1,12 +1,15 @@
 """Generation stage: a question and labelled Evidence in, the chosen backend's answer out.
 
-Imports point one way: this module -> the backends -> rag.generator_base, whose types
-every backend returns. The answer types and the OpenAI backend's prompt, schema and parser
-stay importable from here for callers.
+Backends are chosen by name through GENERATORS; each factory imports its backend only when
+it is chosen (the OpenAI one comes with this module, for the names below; it imports the
+openai client itself only when built). Imports point one way: this module -> the backends
+-> rag.generator_base, whose types every backend returns. The answer types and the OpenAI
+backend's prompt, schema and parser stay importable from here for callers.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from rag.errors import ConfigError
@@ -22,12 +25,42 @@ from rag.openai_generator import (
 )
 
 if TYPE_CHECKING:
-    from rag.config import Settings
+    from rag.config import GenerationSettings, Settings
     from rag.embedding import Embedder
 
-__all__ = ["RULES", "AnswerFormatError", "GenerationResult", "Generator", "ModelAnswer",
-           "ModelStatement", "OpenAIGenerator", "UnknownLabelError", "answer_schema",
-           "build_prompt", "make_generator", "parse_answer"]
+__all__ = ["GENERATORS", "RULES", "AnswerFormatError", "GenerationResult", "Generator",
+           "ModelAnswer", "ModelStatement", "OpenAIGenerator", "UnknownLabelError",
+           "answer_schema", "build_prompt", "make_generator", "parse_answer"]
+
+Factory = Callable[["GenerationSettings", "Embedder | None"], Generator]
+
+
+def _local(gen: GenerationSettings, embedder: Embedder | None) -> Generator:
+    from rag.local_model import LocalGenerator
+
+    return LocalGenerator(gen)
+
+
+def _openai(gen: GenerationSettings, embedder: Embedder | None) -> Generator:
+    return OpenAIGenerator(gen)
+
+
+def _extractive(gen: GenerationSettings, embedder: Embedder | None) -> Generator:
+    from rag.extractive import ExtractiveGenerator
+
+    return ExtractiveGenerator(embedder)
+
+
+def _passage(gen: GenerationSettings, embedder: Embedder | None) -> Generator:
+    from rag.passage import PassageGenerator
+
+    return PassageGenerator()
+
+
+# name -> factory(generation settings, embedder or None); the order is the one errors list.
+GENERATORS: dict[str, Factory] = {
+    "local": _local, "openai": _openai, "extractive": _extractive, "passage": _passage,
+}
 
 
 def make_generator(
@@ -39,18 +72,8 @@ def make_generator(
     """
     gen = settings.generation
     name = name or gen.generator
-    if name == "extractive":
-        from rag.extractive import ExtractiveGenerator
-
-        return ExtractiveGenerator(embedder)
-    if name == "passage":
-        from rag.passage import PassageGenerator
-
-        return PassageGenerator()
-    if name == "openai":
-        return OpenAIGenerator(gen)
-    if name == "local":
-        from rag.local_model import LocalGenerator
-
-        return LocalGenerator(gen)
-    raise ConfigError(f"unknown generator {name!r} (choose local, openai, extractive or passage)")
+    factory = GENERATORS.get(name)
+    if factory is None:
+        *others, last = GENERATORS
+        raise ConfigError(f"unknown generator {name!r} (choose {', '.join(others)} or {last})")
+    return factory(gen, embedder)
