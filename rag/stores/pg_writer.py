@@ -35,7 +35,7 @@ from rag.index_core import (
 )
 from rag.lexical import chunk_tokens
 from rag.records import Chunk
-from rag.store import Manifest, _crash_point
+from rag.store import Manifest, crash_point
 from rag.stores.pg_schema import ADVISORY_KEY, connect, schema_sql, where
 
 KEEP_VERSIONS = 3  # the current one and two before it, for servers still pinned to them
@@ -118,11 +118,11 @@ def _build(conn: Any, docs_root: Path, settings: Settings, embedder: Embedder, r
     words = {h: chunk_tokens(c) for h, c in zip(hashes, chunks)}
     with conn.transaction():
         version_id, name = _write_version(conn, wanted, chunks, hashes, words, rebuild)
-    _crash_point("pg_before_switch")
+    crash_point("pg_before_switch")
     with conn.transaction():  # the switch: one short transaction
         conn.execute("UPDATE rag_versions SET is_current = false WHERE is_current")
         conn.execute("UPDATE rag_versions SET is_current = true WHERE id = %s", (version_id,))
-    _crash_point("pg_after_switch")
+    crash_point("pg_after_switch")
     _collect_garbage(conn)
     report.version = name
     report.chunks_total = len(chunks)
