@@ -68,7 +68,7 @@ class Manifest:
     format_version: int = FORMAT_VERSION
     created: float = 0.0
     chunk_rules: int = 0  # chunking.CHUNK_RULES when built; files are re-chunked when it differs
-    # chunk id -> key of the text its vector was computed from (indexing.embed_key), so a
+    # chunk id -> key of the text its vector was computed from (index_core.embed_key), so a
     # vector is reused only for the very text it came from, whatever the rules of today
     embedded: dict[str, str] = field(default_factory=dict)
 
