@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from itertools import pairwise
 from typing import TYPE_CHECKING
 
+from rag.generator_base import GenerationResult, ModelAnswer, ModelStatement
 from rag.leads import next_section, section_lead
 from rag.markup import version_marker
 from rag.passages import FACT, NAME_HEADING, is_labelled_fact
@@ -38,7 +39,6 @@ __all__ = ["ExtractiveGenerator", "PassageScorer", "answer_kinds", "choose", "sp
 
 if TYPE_CHECKING:
     from rag.embedding import Embedder
-    from rag.generation import GenerationResult
 
 # --- choosing what to quote ------------------------------------------------------------------
 
@@ -323,8 +323,6 @@ class ExtractiveGenerator:
 
     def generate(self, question: str, evidence: Sequence[Evidence]) -> GenerationResult:
         """Quote the best passage(s); each statement's quoted file lines ride along."""
-        from rag.generation import GenerationResult, ModelAnswer, ModelStatement
-
         quotes = choose(question, self.scorer.passages(question, evidence))
         statements = [ModelStatement(text=q.text, evidence=[q.label]) for q in quotes]
         answer = ModelAnswer(statements=statements, insufficient_evidence=not statements)

@@ -32,7 +32,8 @@ from rag.paths import user_cache
 
 if TYPE_CHECKING:
     from rag.config import GenerationSettings, Settings
-    from rag.generation import GenerationResult, OpenAIGenerator
+    from rag.generator_base import GenerationResult
+    from rag.openai_generator import OpenAIGenerator
     from rag.records import Evidence
 
 SERVER_PACKAGE = "xllamacpp"
@@ -338,7 +339,7 @@ class LocalGenerator:
     name = "local"
 
     def __init__(self, settings: GenerationSettings, *, start_timeout_s: float = 60) -> None:
-        from rag.generation import OpenAIGenerator
+        from rag.openai_generator import OpenAIGenerator
 
         self.server: LocalModelServer | None = None
         model = model_to_run(settings)

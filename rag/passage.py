@@ -13,17 +13,14 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
+from rag.generator_base import GenerationResult, ModelAnswer, ModelStatement
 from rag.inline import clean_inline, show_links
 from rag.passages import Block, read_blocks
 from rag.questions import query_terms, terms
 from rag.quoting import code_fence
 from rag.records import Evidence
 from rag.text import word_count
-
-if TYPE_CHECKING:
-    from rag.generation import GenerationResult
 
 # Longest quote, in words: about what a reader takes in at a glance (a long list or code
 # block is cut at a line boundary).
@@ -143,8 +140,6 @@ class PassageGenerator:
     name = "passage"
 
     def generate(self, question: str, evidence: Sequence[Evidence]) -> GenerationResult:
-        from rag.generation import GenerationResult, ModelAnswer, ModelStatement
-
         statements, quotes = [], []
         if evidence:
             top = evidence[0]

@@ -68,7 +68,7 @@ class Manifest:
     format_version: int = FORMAT_VERSION
     created: float = 0.0
     chunk_rules: int = 0  # chunking.CHUNK_RULES when built; files are re-chunked when it differs
-    # chunk id -> key of the text its vector was computed from (indexing.embed_key), so a
+    # chunk id -> key of the text its vector was computed from (index_core.embed_key), so a
     # vector is reused only for the very text it came from, whatever the rules of today
     embedded: dict[str, str] = field(default_factory=dict)
 
@@ -210,8 +210,9 @@ def _write_file(path: Path, data: bytes) -> None:
         os.fsync(fh.fileno())
 
 
-def _crash_point(name: str) -> None:
-    """Tests kill the process here (RAG_TEST_CRASH_AT=name) to prove the swap is atomic."""
+def crash_point(name: str) -> None:
+    """Tests kill the process here (RAG_TEST_CRASH_AT=name) to prove the swap is atomic;
+    public because the database writer (rag.stores.pg_writer) marks its switch with it too."""
     if os.environ.get("RAG_TEST_CRASH_AT") == name:
         os.kill(os.getpid(), 9)
 
@@ -333,7 +334,7 @@ def write_version(
     _write_file(tmp / "chunks.jsonl", body.encode("utf-8"))
     faiss.write_index(vectors, str(tmp / "vectors.faiss"))
     lexical.save(tmp / "lexical")
-    _crash_point("after_vectors")
+    crash_point("after_vectors")
     _write_file(tmp / "manifest.json", manifest.to_json().encode("utf-8"))
     for path in tmp.rglob("*"):
         if path.is_file():
@@ -343,11 +344,11 @@ def write_version(
     final = root / name
     os.rename(tmp, final)
     _fsync_dir(root)
-    _crash_point("before_swap")
+    crash_point("before_swap")
     _write_file(root / f".{CURRENT}.tmp", name.encode("utf-8"))
     os.replace(root / f".{CURRENT}.tmp", root / CURRENT)
     _fsync_dir(root)
-    _crash_point("after_swap")
+    crash_point("after_swap")
     _collect_garbage(root, keep=name)
     keep_private(root)  # a cache index's files 0600; nothing changes elsewhere
     return final

@@ -6,6 +6,7 @@ import json
 import os
 import time
 from collections.abc import Iterator
+from typing import get_args
 
 import pytest
 
@@ -14,6 +15,7 @@ from rag.errors import CitationError, ConfigError, GenerationError
 from rag.evidence import format_evidence_blocks
 from rag.extractive import ExtractiveGenerator
 from rag.generation import (
+    GENERATORS,
     RULES,
     GenerationResult,
     ModelAnswer,
@@ -274,6 +276,14 @@ def test_make_generator_by_name() -> None:
     assert isinstance(gen, OpenAIGenerator)
     gen.close()
     with pytest.raises(ConfigError, match="unknown generator"):
+        make_generator(Settings(), "gpt")
+
+
+def test_every_generator_config_accepts_is_registered() -> None:
+    """A backend added to the config's choices but not to GENERATORS would fail only at run."""
+    accepted = get_args(GenerationSettings.model_fields["generator"].annotation)
+    assert tuple(GENERATORS) == accepted
+    with pytest.raises(ConfigError, match=r"\(choose local, openai, extractive or passage\)"):
         make_generator(Settings(), "gpt")
 
 

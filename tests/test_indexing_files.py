@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from rag import indexing, store, walker
+from rag import chunking, index_core, indexing, store, walker
 from rag.indexing import build_index, embed_text
 
 
@@ -30,6 +30,13 @@ def no_hang() -> Iterator[None]:
 
 def _index(docs: Path, tmp_path: Path, settings, embedder):
     return build_index(docs, tmp_path / "index", settings, embedder)
+
+
+def _newer_chunk_rules(monkeypatch: pytest.MonkeyPatch) -> None:
+    """As if the chunking rules changed: the shared chunking step and the folder writer
+    (which re-derives old vectors' keys under them) both compare against them."""
+    for module in (index_core, indexing):
+        monkeypatch.setattr(module, "CHUNK_RULES", chunking.CHUNK_RULES + 1)
 
 
 def _paths(tmp_path: Path) -> set[str]:
@@ -120,7 +127,7 @@ def test_changed_chunking_rules_rechunk_without_reembedding(docs, tmp_path, sett
                                                             monkeypatch):
     first = _index(docs, tmp_path, settings, embedder)
     calls = embedder.calls
-    monkeypatch.setattr(indexing, "CHUNK_RULES", indexing.CHUNK_RULES + 1)
+    _newer_chunk_rules(monkeypatch)
     again = _index(docs, tmp_path, settings, embedder)
     assert sorted(again.changed) == sorted(first.added) and again.chunks_embedded == 0
     assert embedder.calls == calls
@@ -132,7 +139,7 @@ def test_text_embedded_differently_under_new_rules_is_embedded_again(docs, tmp_p
     first = _index(docs, tmp_path, settings, embedder)
     shown = indexing.embed_text  # new rules show every chunk a little differently
     monkeypatch.setattr(indexing, "embed_text", lambda chunk: shown(chunk) + "\n(shown anew)")
-    monkeypatch.setattr(indexing, "CHUNK_RULES", indexing.CHUNK_RULES + 1)
+    _newer_chunk_rules(monkeypatch)
     again = _index(docs, tmp_path, settings, embedder)
     assert again.chunks_embedded == again.chunks_total == first.chunks_total
     assert store.load(tmp_path / "index").vectors.ntotal == first.chunks_total
@@ -146,7 +153,7 @@ def test_an_index_that_recorded_no_embedded_text_is_re_embedded_under_new_rules(
     data = json.loads(manifest.read_text())
     del data["embedded"]  # as written before the keys were recorded
     manifest.write_text(json.dumps(data))
-    monkeypatch.setattr(indexing, "CHUNK_RULES", indexing.CHUNK_RULES + 1)
+    _newer_chunk_rules(monkeypatch)
     again = _index(docs, tmp_path, settings, embedder)
     assert again.chunks_embedded == first.chunks_total  # its vectors' text is unknown
     assert store.load(index).vectors.ntotal == first.chunks_total  # none left twice

@@ -16,7 +16,7 @@ from rag.auth import add_token
 from rag.config import Settings
 from rag.embedding import FakeEmbedder
 from rag.errors import GenerationError
-from rag.generation import ExtractiveGenerator
+from rag.extractive import ExtractiveGenerator
 from rag.indexing import build_index
 from rag.retrieval import FILTER_CACHE, Retriever
 from rag.server import WEB, create_app

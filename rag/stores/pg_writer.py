@@ -24,18 +24,18 @@ import numpy as np
 from rag.config import Settings
 from rag.embedding import Embedder
 from rag.errors import IndexBusyError, IndexingError
-from rag.indexing import (
+from rag.index_core import (
     IndexReport,
     Progress,
-    _embed,
-    _expected_manifest,
-    _hash,
     chunk_folder,
     embed_text,
+    embed_texts,
+    expected_manifest,
+    sha256_hex,
 )
 from rag.lexical import chunk_tokens
 from rag.records import Chunk
-from rag.store import Manifest, _crash_point
+from rag.store import Manifest, crash_point
 from rag.stores.pg_schema import ADVISORY_KEY, connect, schema_sql, where
 
 KEEP_VERSIONS = 3  # the current one and two before it, for servers still pinned to them
@@ -97,7 +97,7 @@ def build_index(
 def _build(conn: Any, docs_root: Path, settings: Settings, embedder: Embedder, rebuild: bool,
            progress: Progress | None) -> IndexReport:
     report = IndexReport()
-    wanted = _expected_manifest(settings, embedder, docs_root)
+    wanted = expected_manifest(settings, embedder, docs_root)
     old = None if rebuild else _load_current(conn)
     if old is not None and (problems := old.manifest.mismatches(wanted)):
         raise IndexingError(
@@ -105,7 +105,7 @@ def _build(conn: Any, docs_root: Path, settings: Settings, embedder: Embedder, r
             "rebuild with `rag index --rebuild`")
     chunks, wanted.files = chunk_folder(docs_root, old, settings, embedder, report)
     texts = [embed_text(c) for c in chunks]
-    hashes = [_hash(t.encode("utf-8")) for t in texts]
+    hashes = [sha256_hex(t.encode("utf-8")) for t in texts]
     unique = dict(zip(hashes, texts))
     have = set() if rebuild else _existing(conn, "rag_vectors", list(unique))
     todo = [h for h in unique if h not in have]
@@ -118,11 +118,11 @@ def _build(conn: Any, docs_root: Path, settings: Settings, embedder: Embedder, r
     words = {h: chunk_tokens(c) for h, c in zip(hashes, chunks)}
     with conn.transaction():
         version_id, name = _write_version(conn, wanted, chunks, hashes, words, rebuild)
-    _crash_point("pg_before_switch")
+    crash_point("pg_before_switch")
     with conn.transaction():  # the switch: one short transaction
         conn.execute("UPDATE rag_versions SET is_current = false WHERE is_current")
         conn.execute("UPDATE rag_versions SET is_current = true WHERE id = %s", (version_id,))
-    _crash_point("pg_after_switch")
+    crash_point("pg_after_switch")
     _collect_garbage(conn)
     report.version = name
     report.chunks_total = len(chunks)
@@ -173,7 +173,7 @@ def _store_vectors(conn: Any, todo: list[str], texts: dict[str, str], embedder: 
     files = len(todo)  # shown as "files" by the progress bar: distinct texts here
     for start in range(0, len(todo), BATCH):
         part = todo[start:start + BATCH]
-        matrix = _embed(embedder, [texts[h] for h in part], settings, None)
+        matrix = embed_texts(embedder, [texts[h] for h in part], settings, None)
         with conn.transaction():
             if replace:
                 conn.execute("DELETE FROM rag_vectors WHERE content_hash = ANY(%s)", (part,))
@@ -252,7 +252,7 @@ def import_vectors(settings: Settings, folder: Any) -> int:
             conn.execute(schema_sql(folder.manifest.dimension, settings))
             conn.commit()
             register_vector(conn)
-            by_hash = {_hash(embed_text(c).encode("utf-8")): c for c in folder.chunks}
+            by_hash = {sha256_hex(embed_text(c).encode("utf-8")): c for c in folder.chunks}
             have = _existing(conn, "rag_vectors", list(by_hash))
             todo = [h for h in by_hash if h not in have]
             with _bulk_load(conn, settings, int(folder.manifest.dimension)):
