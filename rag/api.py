@@ -115,7 +115,7 @@ class SearchOut(BaseModel):
 
 class HealthOut(BaseModel):
     status: str
-    chunks: int
+    chunks: int = Field(description="Chunks of the loaded index that the asker may see.")
     version: str
     user: str | None = Field(description="Who the server takes the asker for; null = anonymous.")
     tokens: bool = Field(description="Whether the server accepts API tokens.")

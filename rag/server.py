@@ -282,7 +282,11 @@ def create_app(*, index: Path, settings: Settings, docs: Path, generator: str | 
     @app.get("/health", response_model=HealthOut, responses=ERRORS)
     def health(request: Request) -> dict[str, Any]:
         pipeline = state.pipeline
-        return {"status": "ok", "chunks": len(pipeline.retriever.index.chunks),
+        groups = frozenset(groups_of(request, []))
+        # Only the chunks this asker may see: the total would tell anyone how much is hidden.
+        visible = sum(1 for c in pipeline.retriever.index.chunks
+                      if not c.visibility or not groups.isdisjoint(c.visibility))
+        return {"status": "ok", "chunks": visible,
                 "version": pipeline.version, "user": request.state.identity.user,
                 "tokens": auth.accepts_tokens, "claimed_groups": trust_claimed_groups}
 

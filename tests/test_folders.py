@@ -176,3 +176,24 @@ def test_an_index_placed_elsewhere_keeps_the_users_permissions(docs: Path, fake,
     assert {mode for name, mode in modes.items() if (index / name).is_dir()} == {0o755}
     assert {mode for name, mode in modes.items() if (index / name).is_file()} == {0o644}
     assert not (tmp_path / "cache").exists()  # nothing written to the cache either
+
+
+def test_configs_that_restrict_differently_never_share_a_cache_index(docs: Path, fake,
+                                                                      tmp_path: Path):
+    """Two configs used side by side (one open, one restricting a file) each search an
+    index of their own, so neither can see what the other's re-index wrote."""
+    open_settings = Settings()
+    closed = Settings.model_validate(
+        {"visibility": {"groups_by_path": {"server-ports.md": ["ops"]}}})
+    deny = Settings.model_validate({"visibility": {"default_groups": ["staff"]}})
+    folders = {cache_index_for(docs, s) for s in (open_settings, closed, deny)}
+    assert len(folders) == 3
+    config = tmp_path / "closed.toml"
+    config.write_text('[visibility.groups_by_path]\n"server-ports.md" = ["ops"]\n',
+                      encoding="utf-8")
+    for _ in range(2):  # interleaved: the open config's index never serves the closed one
+        code, out, _ = run("search", "default ports", "--docs", str(docs), "--json", "-k", "50")
+        assert code == 0 and '"server-ports.md"' in out
+        code, out, _ = run("search", "default ports", "--docs", str(docs), "--json", "-k", "50",
+                           "--config", str(config))
+        assert code == 0 and '"server-ports.md"' not in out

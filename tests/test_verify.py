@@ -316,3 +316,22 @@ def test_the_schema_states_the_configured_citation_cap(docs: Path, tmp_path: Pat
         assert statement["properties"]["citations"]["maxItems"] == 7
         assert "At most 7 citations in all" in answer["description"]
         assert c.post("/verify", json={"answer": {"citations": _many(8)}}).status_code == 422
+
+
+def test_malformed_saved_answers_are_one_line_not_a_crash(client: TestClient, saved: Path,
+                                                          tmp_path: Path):
+    good = json.loads(saved.read_text(encoding="utf-8"))
+    c = good["citations"][0]
+    bad_answers = [
+        {"citations": [{**c, "start_line": float("inf")}]},
+        {"citations": [{k: v for k, v in c.items() if k != "text"} | {"lines": ["a"]}]},
+        {"citations": [c], "statements": 5},
+    ]
+    for answer in bad_answers:
+        body = json.dumps({"answer": answer}).replace("Infinity", "1e999")
+        resp = client.post("/verify", content=body, headers={"Content-Type": "application/json"})
+        assert resp.status_code == 422 and set(resp.json()) == {"error"}, resp.text
+        path = tmp_path / "bad.json"
+        path.write_text(json.dumps(answer), encoding="utf-8")
+        code, _, err = run("verify", str(path))
+        assert code == 2 and err.count("\n") == 1 and "Traceback" not in err, err
