@@ -292,14 +292,16 @@ def verify_file(path: Path, docs: Path | None, index: Path, settings: Any, *, js
     from rag.terminal import json_line, one_line
     from rag.walker import read_text
 
-    text, _, problem = read_text(path, str(path), 50_000_000) if path.is_file() else \
-        (None, None, f"{path}: no such file")
+    if not path.is_file():
+        raise RagError(f"{path}: no such file")
+    text, _, problem = read_text(path, str(path), 50_000_000)
     try:
         data = json.loads(text) if text is not None else None
     except ValueError as exc:
         raise RagError(f"{path}: not a readable JSON answer ({exc})") from None
-    if data is None:
-        raise RagError(f"{path}: not a readable JSON answer ({problem})")
+    if data is None:  # read_text's reason reads "skipped <path>: why"
+        why = (problem or "unreadable").split(": ", 1)[-1]
+        raise RagError(f"{path}: not a readable JSON answer ({why})")
     manifest = None
     saved = data.get("docs_root") if isinstance(data, dict) else None
     if docs is None and isinstance(saved, str) and saved and "\x00" not in saved:
