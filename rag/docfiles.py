@@ -27,10 +27,13 @@ from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
+from rag.config import DocsSettings
 from rag.walker import read_text
 
-# The default of docs.max_file_bytes: the indexer skips larger files, so none is cited.
-MAX_FILE_BYTES = 20_000_000
+# The defaults of docs.max_file_bytes (the indexer skips larger files, so none is cited)
+# and docs.extensions, for readers that are not handed the settings.
+MAX_FILE_BYTES: int = DocsSettings.model_fields["max_file_bytes"].default
+DOCS_EXTENSIONS: tuple[str, ...] = tuple(DocsSettings().extensions)
 
 
 def canonical(requested: object) -> str | None:
@@ -86,7 +89,7 @@ class DocsGate:
     max_bytes: int = MAX_FILE_BYTES
     sources: Collection[str] | None = None
     visible: Callable[[str, list[str] | None], bool] | None = None
-    extensions: tuple[str, ...] = (".md", ".markdown", ".mdx")
+    extensions: tuple[str, ...] = DOCS_EXTENSIONS
     _read: dict[str, DocFile | None] = field(default_factory=dict, repr=False)
     _by_form: dict[str, str] | None = field(default=None, repr=False)
 

@@ -21,6 +21,8 @@ if TYPE_CHECKING:
     from rag.scoring import PassageScorer
 
 INSUFFICIENT = "Insufficient evidence: the docs shown do not answer this question."
+# Generators that quote the evidence: their answers are already extractive, never replaced.
+QUOTING = ("extractive", "passage")
 # Told each stage's result as it is ready: ("hits", hits), ("evidence", evidence),
 # ("statement", statement) per verified statement. Raising in it stops the work there.
 OnEvent = Callable[[str, Any], None]
@@ -240,10 +242,6 @@ class Pipeline:
             insufficient_evidence=False,
             **common,
         )
-
-
-# Generators that quote the evidence: their answers are already extractive, never replaced.
-QUOTING = ("extractive", "passage")
 
 
 def _coverage(question: str, evidence: tuple[Evidence, ...]) -> float:
