@@ -117,17 +117,23 @@ class _Parsed(Protocol):
     def front_matter_error(self) -> str | None: ...
 
 
-def _keys(value: Any, depth: int = 0) -> Iterator[tuple[str, int]]:
-    """Every key of a parsed front matter with its depth (0 = top level), folded."""
-    if depth > 32:  # deeper than any real front matter; aliases may make it cyclic
+def _keys(value: Any, depth: int = 0, seen: set[int] | None = None,
+          ) -> Iterator[tuple[str, int]]:
+    """Every key of a parsed front matter with its depth (0 = top level), folded. Each
+    mapping or list is walked once: YAML aliases share (or nest) them, and a document of
+    nested aliases would otherwise take exponential time."""
+    seen = set() if seen is None else seen
+    if depth > 32 or id(value) in seen:
         return
     if isinstance(value, Mapping):
+        seen.add(id(value))
         for key, item in value.items():
             yield _fold(str(key)).strip(), depth
-            yield from _keys(item, depth + 1)
+            yield from _keys(item, depth + 1, seen)
     elif isinstance(value, list):
+        seen.add(id(value))
         for item in value:
-            yield from _keys(item, depth + 1)
+            yield from _keys(item, depth + 1, seen)
 
 
 def _names_visibility(folded_key: str) -> bool:

@@ -164,3 +164,14 @@ def test_a_file_the_parser_reads_as_restricted_is_never_public(text: str) -> Non
         assert groups == ("staff",)
     else:  # the parser rejected the block: then it must be refused, never public
         pytest.fail(f"front matter the parser could not read was accepted: {text!r}")
+
+
+def test_nested_aliases_are_read_in_linear_time() -> None:
+    import time
+
+    lines = ["---", "a0: &a0 [x, x, x, x, x, x, x, x, x, x]"]
+    lines += [f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 10)}]" for i in range(1, 9)]
+    text = "\n".join([*lines, "visibility: [staff]", "---", BODY])
+    start = time.perf_counter()
+    assert read_visibility(text, parse_document(text)) == ("staff",)
+    assert time.perf_counter() - start < 2  # 10**9 list items if every alias were walked
