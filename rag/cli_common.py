@@ -18,7 +18,6 @@ from rag.terminal import one_line
 
 EXIT_USAGE = 2
 EXIT_OTHER = 3
-GENERATORS = ("extractive", "local", "openai", "passage")
 
 
 class OneLineErrors(TyperGroup):
@@ -74,10 +73,20 @@ ConfigOpt = Annotated[
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of text.")]
 
 
+def generator_names() -> list[str]:
+    """The names `generation.generator` accepts, from the config itself (not a copy; the
+    registry in rag.generation is tested to hold the same names)."""
+    from typing import get_args
+
+    from rag.config import GenerationSettings
+
+    return sorted(get_args(GenerationSettings.model_fields["generator"].annotation))
+
+
 def check_generator(value: str | None) -> str | None:
     """Checked before anything runs, so a typo fails even when the answer would abstain."""
-    if value is not None and value not in GENERATORS:
-        raise typer.BadParameter(f"unknown generator {value!r} (choose {', '.join(GENERATORS)})")
+    if value is not None and value not in (names := generator_names()):
+        raise typer.BadParameter(f"unknown generator {value!r} (choose {', '.join(names)})")
     return value
 
 
@@ -110,7 +119,8 @@ def utf8_folder(value: Path | None) -> Path | None:
 
 
 GeneratorOpt = Annotated[str | None, typer.Option(
-    "--generator", help="extractive (default), local, openai, or passage (the top passage whole).", callback=check_generator)]
+    "--generator", help="extractive (default), local, openai, or passage (the top passage "
+    "whole).", callback=check_generator)]
 GroupsOpt = Annotated[
     str, typer.Option("--groups", help="Comma-separated groups of the asking user.")
 ]

@@ -278,23 +278,47 @@ def verify_payload(request: VerifyRequest, docs: Path, version: Any,
             "citations": [c.to_dict() for c in checks]}
 
 
+def _docs_and_sources(data: Any, docs: Path | None, index: Path,
+                      settings: Any) -> tuple[Path, Any]:
+    """The folder `rag verify` reads, and the Sources it may open there (None: any docs file).
+
+    ``--docs`` first; then the folder the answer names, but only where this user's cache
+    holds an index of it (`rag ask --docs` built one), since otherwise it is just a string in
+    a file; then the folder ``index`` was built from; then ``docs.root``.
+    """
+    from rag import store
+    from rag.folders import cache_index_for, docs_of_index
+
+    def built_from(folder: Path, at: Path) -> Any:
+        manifest = store.read_manifest(at) if at.is_dir() else None
+        ok = manifest is not None and manifest.docs_root and \
+            Path(manifest.docs_root).resolve() == folder.resolve()
+        return manifest if ok else None
+
+    saved = data.get("docs_root") if isinstance(data, dict) else None
+    if docs is None and isinstance(saved, str) and saved and "\x00" not in saved:
+        manifest = built_from(Path(saved), cache_index_for(Path(saved), settings))
+        if manifest is not None:
+            return Path(saved), manifest.files
+    if docs is None:
+        docs = docs_of_index(index) if index.is_dir() else None
+        docs = docs or Path(settings.docs.root)
+    manifest = built_from(docs, index)
+    return docs, manifest.files if manifest is not None else None
+
+
 def verify_file(path: Path, docs: Path | None, index: Path, settings: Any, *, json_out: bool,
                 echo: Callable[[str], None]) -> int:
     """`rag verify`: print one line per citation (or JSON); 0 when all are exact, else 8.
-
-    The docs are ``--docs``, else the folder the index was built from, else ``docs.root``;
-    a ``docs_root`` in the answer file is never followed (it is only data).
-    """
+    Which folder is read: see ``_docs_and_sources``."""
     import json
 
-    from rag import store
-    from rag.folders import cache_index_for, docs_of_index
     from rag.terminal import json_line, one_line
     from rag.walker import read_text
 
     if not path.is_file():
         raise RagError(f"{path}: no such file")
-    text, _, problem = read_text(path, str(path), 50_000_000)
+    text, _, problem = read_text(path, str(path), settings.docs.max_file_bytes)
     try:
         data = json.loads(text) if text is not None else None
     except ValueError as exc:
@@ -302,25 +326,7 @@ def verify_file(path: Path, docs: Path | None, index: Path, settings: Any, *, js
     if data is None:  # read_text's reason reads "skipped <path>: why"
         why = (problem or "unreadable").split(": ", 1)[-1]
         raise RagError(f"{path}: not a readable JSON answer ({why})")
-    manifest = None
-    saved = data.get("docs_root") if isinstance(data, dict) else None
-    if docs is None and isinstance(saved, str) and saved and "\x00" not in saved:
-        # The answer's folder counts only where this user's cache holds an index of it
-        # (`rag ask --docs` built one); otherwise it is just a string in a file.
-        cached = cache_index_for(Path(saved), settings)
-        manifest = store.read_manifest(cached) if cached.is_dir() else None
-        if manifest is not None and manifest.docs_root == str(Path(saved).resolve()):
-            docs = Path(saved)
-        else:
-            manifest = None
-    if docs is None:
-        manifest = store.read_manifest(index) if index.is_dir() else None
-        docs = docs_of_index(index) if manifest is not None else None
-        docs = docs or Path(settings.docs.root)
-    elif manifest is None and index.is_dir():
-        manifest = store.read_manifest(index)
-    sources = manifest.files if manifest is not None and manifest.docs_root and \
-        docs.resolve() == Path(manifest.docs_root).resolve() else None
+    docs, sources = _docs_and_sources(data, docs, index, settings)
     gate = DocsGate(docs, settings.docs.max_file_bytes, sources, None,
                     tuple(settings.docs.extensions))
     checks = recheck_answer(data, gate)
