@@ -101,18 +101,17 @@ def _capped(unit: Unit) -> tuple[str, int]:
     return "\n".join(parts), last
 
 
-def best_unit(question: str, blocks: Sequence[Block]) -> Unit | None:
-    """The unit whose words cover the question best (idf over the section's units)."""
-    found = units(blocks)
+def best_unit(question: str, found: Sequence[Unit]) -> int | None:
+    """Which unit's words cover the question best (idf over the section's units)."""
     query = set(query_terms(question))
     if not found or not query:
-        return found[0] if found else None
+        return 0 if found else None
     held = [terms(" ".join(line for b in u.blocks for line in b.lines)) & query for u in found]
     n = len(found)
     idf = {t: math.log(1 + (n - sum(t in h for h in held) + 0.5)
                        / (sum(t in h for h in held) + 0.5)) for t in query}
     scores = [sum(idf[t] for t in h) for h in held]
-    return found[max(range(n), key=lambda i: (scores[i], -i))]
+    return max(range(n), key=lambda i: (scores[i], -i))
 
 
 def best_passage(question: str, blocks: Sequence[Block]) -> Unit | None:
@@ -120,12 +119,13 @@ def best_passage(question: str, blocks: Sequence[Block]) -> Unit | None:
     MAX_WORDS: a reader who finds the place reads on (a definition, then its details or
     example), so the passage runs forward from the best match, never back."""
     found = units(blocks)
-    best = best_unit(question, blocks)
-    if best is None:
+    first = best_unit(question, found)
+    if first is None:
         return None
+    best = found[first]
     picked = list(best.blocks)
     words = word_count(_capped(best)[0])
-    for unit in found[found.index(best) + 1:]:
+    for unit in found[first + 1:]:
         size = word_count(_capped(unit)[0])
         if words + size > MAX_WORDS or unit.blocks[0].heading != best.blocks[0].heading:
             break  # too long, or past a heading: another section's passage
