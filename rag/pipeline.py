@@ -1,4 +1,7 @@
-"""The thin orchestrator: index, retrieve, select evidence, generate, verify."""
+"""The thin orchestrator: index, retrieve, select evidence, generate, verify.
+
+Indexing (``rag.indexer.indexing.run_index``) is a stage of its own; this module asks.
+"""
 
 from __future__ import annotations
 
@@ -7,18 +10,17 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Self
 
-from rag.config import Settings
-from rag.errors import CitationError, ModelOutputError
-from rag.records import Answer, Citation, Evidence, SearchHit, Statement
-from rag.retrieval import Retriever
+from rag.core.config import Settings
+from rag.core.errors import CitationError, ModelOutputError
+from rag.core.records import Answer, Citation, Evidence, SearchHit, Statement
+from rag.retriever.retrieval import Retriever
 
 if TYPE_CHECKING:
-    from rag.abstention import AbstentionModel
-    from rag.embedding import Embedder
-    from rag.evidence import Selection
-    from rag.generation import GenerationResult
-    from rag.indexing import IndexReport
-    from rag.scoring import PassageScorer
+    from rag.answer.abstention import AbstentionModel
+    from rag.answer.scoring import PassageScorer
+    from rag.generator.backends import GenerationResult
+    from rag.indexer.embedding import Embedder
+    from rag.retriever.evidence import Selection
 
 INSUFFICIENT = "Insufficient evidence: the docs shown do not answer this question."
 # Generators that quote the evidence: their answers are already extractive, never replaced.
@@ -28,30 +30,11 @@ QUOTING = ("extractive", "passage")
 OnEvent = Callable[[str, Any], None]
 
 
-def run_index(
-    docs_root: Path, index_root: Path, settings: Settings, *, rebuild: bool = False,
-    show_progress: bool = True, embedder: Embedder | None = None,
-) -> IndexReport:
-    """`rag index`: bring the index up to date, showing progress while embedding (a bar on
-    a terminal, a plain line every 10 s or tenth otherwise: rag.progress)."""
-    from rag.embedding import make_embedder
-    from rag.indexing import build_index
-
-    embedder = embedder or make_embedder(settings.embedding)
-    if not show_progress:
-        return build_index(docs_root, index_root, settings, embedder, rebuild=rebuild)
-    from rag.progress import index_progress
-
-    with index_progress() as progress:
-        return build_index(docs_root, index_root, settings, embedder, rebuild=rebuild,
-                           progress=progress)
-
-
 def open_retriever(
     index_root: Path, settings: Settings, embedder: Embedder | None = None
 ) -> Retriever:
     """Load the live index version and the query embedder (no torch with the ONNX backend)."""
-    from rag.embedding import make_embedder
+    from rag.indexer.embedding import make_embedder
     from rag.stores import open_index
 
     version = open_index(index_root, settings)
@@ -68,7 +51,7 @@ class Pipeline:
 
     def __init__(self, index_root: Path, settings: Settings, *, generator: str | None = None,
                  retriever: Retriever | None = None) -> None:
-        from rag.evidence import token_counter
+        from rag.retriever.evidence import token_counter
 
         self.settings = settings
         self.retriever = retriever or open_retriever(index_root, settings)
@@ -93,7 +76,7 @@ class Pipeline:
     def generator(self) -> object:
         """Built on first use, so retrieval-only work never starts a model."""
         if self._generator is None:
-            from rag.generation import make_generator
+            from rag.generator.backends import make_generator
 
             self._generator = make_generator(self.settings, self.generator_name,
                                              embedder=self._embedder())
@@ -106,7 +89,7 @@ class Pipeline:
     def scorer(self) -> PassageScorer:
         """Scores evidence sentences against the question (abstention, extractive answers)."""
         if self._scorer is None:
-            from rag.scoring import PassageScorer
+            from rag.answer.scoring import PassageScorer
 
             self._scorer = PassageScorer(self._embedder())
         return self._scorer
@@ -114,8 +97,8 @@ class Pipeline:
     def abstention_signals(self, question: str, evidence: Sequence[Evidence],
                            groups: frozenset[str]) -> dict[str, float]:
         """What the abstention model reads: best dense and BM25 hits, coverage, and how
-        well the best evidence sentence matches (see rag.abstention)."""
-        from rag.abstention import DENSE_K, signals
+        well the best evidence sentence matches (see rag.answer.abstention)."""
+        from rag.answer.abstention import DENSE_K, signals
 
         def top(mode: str, k: int) -> list[SearchHit]:
             return self.retriever.search(question, k=k, mode=mode, groups=groups)
@@ -133,7 +116,7 @@ class Pipeline:
         if mode == "off":
             return True, {}
         if mode == "model" and self._abstention is None:
-            from rag.abstention import load_model
+            from rag.answer.abstention import load_model
 
             self._abstention = load_model(self.settings.verification.abstention_model)
         fitted_for = self._abstention.embedding_model if self._abstention else ""
@@ -149,10 +132,10 @@ class Pipeline:
 
     def select(self, question: str, hits: Sequence[SearchHit],
                groups: frozenset[str]) -> Selection:
-        from rag.evidence import evidence_budget, select_evidence
+        from rag.retriever.evidence import evidence_budget, select_evidence
 
         if self.generator_name == "local":  # its own, smaller window and tokenizer
-            from rag.local_model import local_evidence_budget
+            from rag.generator.local.model import local_evidence_budget
 
             budget = local_evidence_budget(self.settings, self.count(question))
         else:
@@ -246,7 +229,7 @@ class Pipeline:
 
 def _coverage(question: str, evidence: tuple[Evidence, ...]) -> float:
     """Best share of the question's content words that one evidence chunk holds."""
-    from rag.verification import support_score
+    from rag.verifier.verification import support_score
 
     return max(support_score(question, [e]) for e in evidence)
 
@@ -257,8 +240,8 @@ def _verified(
 ) -> tuple[list[Statement], bool]:
     """Check the model's statements; fall back to an extractive answer if none survive, or
     if the model's output was unusable (``result`` None)."""
-    from rag.extractive import ExtractiveGenerator
-    from rag.verification import check_support
+    from rag.generator.extractive import ExtractiveGenerator
+    from rag.verifier.verification import check_support
 
     threshold = settings.verification.support_threshold
 
@@ -297,12 +280,3 @@ def _unique(citations: Iterable[Citation]) -> tuple[Citation, ...]:
     for c in citations:
         seen.setdefault((c.label, c.start_line, c.end_line), c)
     return tuple(seen.values())
-
-
-def render_answer(answer: Answer, docs_root: Path | None = None) -> str:
-    """Plain text for a pipe (rag.render has the terminal form): each statement with its
-    labels, then each citation with a preview of its lines, checked against the file now.
-    Every field from a document or the model is terminal-safe and on its own line."""
-    from rag.render import render_answer as plain_answer
-
-    return plain_answer(answer, docs_root)

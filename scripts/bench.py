@@ -79,7 +79,7 @@ def child(spec: dict[str, Any]) -> dict[str, Any]:
     """Build one index of `size` real-ish vectors, time searches, measure recall and memory."""
     import faiss
 
-    from rag.store import new_vector_index
+    from rag.stores.folder import new_vector_index
 
     params = dict(np.load(spec["params"]))
     queries = np.load(spec["queries"])
@@ -135,8 +135,8 @@ def pick_files(limit_bytes: int | None, max_files: int | None) -> list[Path]:
 
 def indexing(docs: Path, work: Path, settings: Any, embedder: Any) -> dict[str, Any]:
     """(a) pipeline vs bare encoder on the same chunks, (b) one-file edit vs full rebuild."""
-    from rag import store
-    from rag.indexing import EMBED_WINDOW_BATCHES, build_index, embed_text
+    from rag.indexer.indexing import EMBED_WINDOW_BATCHES, build_index, embed_text
+    from rag.stores import folder as store
 
     index_dir = work / "index"
     size = settings.embedding.batch_size
@@ -163,8 +163,13 @@ def indexing(docs: Path, work: Path, settings: Any, embedder: Any) -> dict[str, 
 
 def stage_times(settings: Any, embedder: Any, texts: list[str], n: int) -> dict[str, Any]:
     """Embed and evidence time per query (neither depends on the index size)."""
-    from rag.evidence import evidence_budget, format_evidence_blocks, select_evidence, token_counter
-    from rag.records import Chunk, SearchHit
+    from rag.core.records import Chunk, SearchHit
+    from rag.retriever.evidence import (
+        evidence_budget,
+        format_evidence_blocks,
+        select_evidence,
+        token_counter,
+    )
 
     count = token_counter(settings.evidence.encoding)
     budget = evidence_budget(settings)
@@ -219,8 +224,8 @@ def cold_start(cmd: list[str], runs: int) -> float:
 
 
 def import_costs(top: int = 6) -> list[tuple[str, float]]:
-    """Heaviest imports of `import rag.cli` (python -X importtime, cumulative ms)."""
-    proc = subprocess.run([sys.executable, "-X", "importtime", "-c", "import rag.cli"],
+    """Heaviest imports of `import rag.interfaces.cli.main` (python -X importtime, cumulative ms)."""
+    proc = subprocess.run([sys.executable, "-X", "importtime", "-c", "import rag.interfaces.cli.main"],
                           capture_output=True, text=True, cwd=REPO, check=False)
     rows = []
     for line in proc.stderr.splitlines():
@@ -228,7 +233,7 @@ def import_costs(top: int = 6) -> list[tuple[str, float]]:
         if len(parts) == 3 and parts[1].strip().isdigit():
             name = parts[2].rstrip()
             depth = (len(name) - len(name.lstrip())) // 2
-            if depth <= 1:  # what rag.cli (or its own modules) import directly
+            if depth <= 1:  # what rag.interfaces.cli.main (or its own modules) import directly
                 rows.append((name.strip(), int(parts[1]) / 1000))
     return sorted(rows, key=lambda r: -r[1])[:top]
 
@@ -249,8 +254,8 @@ def main() -> None:
         print(json.dumps(child(json.loads(args.child))))
         return
 
-    from rag.config import load_settings
-    from rag.embedding import FakeEmbedder, make_embedder
+    from rag.core.config import load_settings
+    from rag.indexer.embedding import FakeEmbedder, make_embedder
 
     label = "smoke" if args.smoke else "quick" if args.quick else "full"
     sizes = ([int(s) for s in args.sizes.split(",")] if args.sizes else
@@ -353,20 +358,20 @@ def main() -> None:
             runs = 5
             rag = [str(Path(sys.executable).parent / "rag")]
             if not Path(rag[0]).exists():
-                rag = [sys.executable, "-m", "rag.cli"]
+                rag = [sys.executable, "-m", "rag.interfaces.cli.main"]
             search_s = cold_start([*rag, "search", QUERIES[0], "--index", str(ix["index"])], runs)
             figure("(e) cold start `rag search`", f"{search_s:.2f} s", "< 1 s",
                    yes(search_s < 1), f"median of {runs} new processes, warm page cache, "
                    f"{ix['chunks']}-chunk index")
         help_s = cold_start([*([str(Path(sys.executable).parent / "rag")]
                                if (Path(sys.executable).parent / "rag").exists()
-                               else [sys.executable, "-m", "rag.cli"]), "--help"],
+                               else [sys.executable, "-m", "rag.interfaces.cli.main"]), "--help"],
                             3 if args.smoke else 5)
         figure("(e) cold start `rag --help`", f"{help_s:.2f} s", "< 0.3 s", yes(help_s < 0.3),
                "median of new processes")
         if help_s >= 0.3:
             costs = ", ".join(f"{n} {t:.0f} ms" for n, t in import_costs())
-            print(f"    heaviest imports of rag.cli (cumulative): {costs}")
+            print(f"    heaviest imports of rag.interfaces.cli.main (cumulative): {costs}")
 
     width = max(len(r[0]) for r in rows)
     vw = max(len(r[1]) for r in rows)

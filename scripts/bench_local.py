@@ -42,8 +42,8 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=0, help="0: one per free core")
     args = ap.parse_args()
 
-    from rag.config import load_settings
-    from rag.local_model import LocalGenerator
+    from rag.core.config import load_settings
+    from rag.generator.local.model import LocalGenerator
     from rag.pipeline import Pipeline
 
     settings = load_settings()

@@ -33,8 +33,8 @@ def load(dsn: str, settings, folder, size: int) -> None:
     import bench
     from pgvector.psycopg import register_vector
 
-    from rag.indexing import embed_text
-    from rag.store import faiss_id, reconstruct
+    from rag.indexer.indexing import embed_text
+    from rag.stores.folder import faiss_id, reconstruct
     from rag.stores.pg_schema import connect, schema_sql
     from rag.stores.postgres import terms
 
@@ -125,9 +125,9 @@ def main() -> int:
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # still stop PostgreSQL
     import bench
 
-    from rag import store
-    from rag.config import load_settings
-    from rag.embedding import make_embedder
+    from rag.core.config import load_settings
+    from rag.indexer.embedding import make_embedder
+    from rag.stores import folder as store
     from rag.stores.postgres import PostgresIndex
 
     folder = store.load(args.index)

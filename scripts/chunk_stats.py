@@ -15,10 +15,10 @@ import re
 import sys
 from pathlib import Path
 
-from rag.chunking import chunk_document
-from rag.config import Settings
-from rag.embedding import _TokenCounter, default_model_path
-from rag.indexing import embed_text, walk_docs
+from rag.core.config import Settings
+from rag.indexer.embedding import _TokenCounter, default_model_path
+from rag.indexer.indexing import embed_text, walk_docs
+from rag.reader.chunking import chunk_document
 
 ENCODER_TOKENS = 256
 # Written out here rather than imported, so the script measures older code the same way.

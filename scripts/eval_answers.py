@@ -3,7 +3,7 @@
 
 import sys
 
-from rag.cli import app
+from rag.interfaces.cli.main import app
 
 if __name__ == "__main__":
     sys.exit(app(["eval", *sys.argv[1:]]))

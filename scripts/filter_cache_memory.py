@@ -13,9 +13,9 @@ import dataclasses
 import time
 from pathlib import Path
 
-from rag import store
-from rag.config import RetrievalSettings
-from rag.retrieval import Retriever
+from rag.core.config import RetrievalSettings
+from rag.retriever.retrieval import Retriever
+from rag.stores import folder as store
 
 
 def rss_mb() -> float:

@@ -1,9 +1,9 @@
 """How well could the scorer's own signals choose an extractive answer's first quote?
 
 For every answerable case of the eval sets, the pipeline retrieves and scores passages as
-`rag ask` does; each passage the first quote is chosen from (rag.extractive.first_candidates)
+`rag ask` does; each passage the first quote is chosen from (rag.answer.extractive.first_candidates)
 is labelled by whether its quote overlaps the case's expected lines. The script prints how
-often the shipped rule (rag.extractive.first_score) picks a right one, and how often a
+often the shipped rule (rag.answer.extractive.first_score) picks a right one, and how often a
 listwise logistic model over the same signals does, fitted on the other sets only
 (leave-one-set-out), so that a better weighting of these signals would show as a gain. The
 share of cases with any right candidate bounds both.
@@ -33,8 +33,8 @@ SIGNALS = ["log_answer", "log_place", "dense", "lexical", "window_lexical", "hea
 
 
 def signals(p, passages, evidence) -> list[float]:
-    from rag.extractive import _ALTERNATIVE
-    from rag.scoring import is_release_note
+    from rag.answer.extractive import _ALTERNATIVE
+    from rag.answer.scoring import is_release_note
 
     path = p.evidence.chunk.source_path
     total = sum(e.hit.score for e in evidence) or 1.0
@@ -50,7 +50,7 @@ def signals(p, passages, evidence) -> list[float]:
 
 def collect(eval_file: Path, docs: Path, index: Path, settings) -> list[tuple]:
     """Per answerable case: (signals, labels, the rule's scores) of its first candidates."""
-    from rag.extractive import first_candidates, first_score, run_on_lines
+    from rag.answer.extractive import first_candidates, first_score, run_on_lines
 
     cases = []
     for case, pipeline, evidence in case_evidence(eval_file, docs, index, settings):
@@ -95,7 +95,7 @@ def main() -> int:
     parser.add_argument("--l2", type=float, default=0.05)
     args = parser.parse_args()
 
-    from rag.config import load_settings
+    from rag.core.config import load_settings
 
     settings = load_settings(args.config)
     settings.verification.abstention = "off"

@@ -1,7 +1,7 @@
 """Fit the abstention model on eval sets and write it where `rag ask` reads it.
 
 For each case the pipeline retrieves and selects evidence as `rag ask` does, and records the
-abstention signals (rag/abstention.py); the label is whether the case is answerable. A small
+abstention signals (rag/answer/abstention.py); the label is whether the case is answerable. A small
 L2-regularised logistic regression (numpy, class-balanced) is scored with repeated
 stratified k-fold cross-validation; inside every training part the decision threshold is
 itself chosen by an inner cross-validation, so the printed figures are out-of-sample.
@@ -30,8 +30,8 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from rag.abstention import BUNDLED_MODEL, FEATURES
-from rag.embedding import DEFAULT_MODEL_NAME
+from rag.answer.abstention import BUNDLED_MODEL, FEATURES
+from rag.indexer.embedding import DEFAULT_MODEL_NAME
 
 # Every set the repository reaches (see evals/README.md), twelve docs folders of different
 # size and style, so the model does not learn one corpus's score scale: the FastAPI dev set,
@@ -49,9 +49,10 @@ MAX_FALSE_ABSTENTION = 0.05  # the threshold keeps at most this share of answera
 def case_evidence(eval_file: Path, docs: Path, index: Path, settings) -> Iterator[tuple]:
     """(case, pipeline, evidence) for each case of an eval set, the evidence selected as
     `rag ask` selects it; the index is built (or brought up to date) first."""
-    from rag.embedding import make_embedder
-    from rag.evaluation import load_cases
-    from rag.pipeline import Pipeline, open_retriever, run_index
+    from rag.eval.evaluation import load_cases
+    from rag.indexer.embedding import make_embedder
+    from rag.indexer.indexing import run_index
+    from rag.pipeline import Pipeline, open_retriever
 
     embedder = make_embedder(settings.embedding)
     run_index(docs, index, settings, show_progress=False, embedder=embedder)
@@ -192,7 +193,7 @@ def main() -> int:
     args = parser.parse_args()
     use = [FEATURES.index(name) for name in args.features.split(",")]
 
-    from rag.config import load_settings
+    from rag.core.config import load_settings
 
     settings = load_settings(args.config)
     settings.verification.abstention = "off"

@@ -53,8 +53,8 @@ def main() -> int:
     ap.add_argument("--dsn", required=True)
     ap.add_argument("--eval", type=Path, required=True)
     args = ap.parse_args()
-    from rag import store
-    from rag.config import load_settings
+    from rag.core.config import load_settings
+    from rag.stores import folder as store
     from rag.stores.pg_schema import connect
     from rag.stores.postgres import PostgresIndex
 

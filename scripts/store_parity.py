@@ -29,7 +29,7 @@ METRICS = ("hit@1", "hit@3", "hit@5", "mrr", "section_hit@1", "section_hit@3", "
 
 def run_eval(store_env: dict[str, str], args: argparse.Namespace, out: Path) -> dict[str, float]:
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(REPO), **store_env}
-    cmd = [sys.executable, "-m", "rag.cli", "eval", str(args.eval), "--docs", str(args.docs),
+    cmd = [sys.executable, "-m", "rag.interfaces.cli.main", "eval", str(args.eval), "--docs", str(args.docs),
            "--index", str(args.index), "--generator", "extractive", "--out", str(out)]
     done = subprocess.run(cmd, env=env, cwd=REPO, check=False, capture_output=True, text=True)
     if done.returncode != 0:
@@ -49,9 +49,9 @@ def main() -> int:
     args = ap.parse_args()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # still stop PostgreSQL
 
-    from rag import store
-    from rag.config import load_settings
-    from rag.stores.pg_writer import import_vectors
+    from rag.core.config import load_settings
+    from rag.indexer.pg_writer import import_vectors
+    from rag.stores import folder as store
 
     server, pgdata = None, None
     dsn = args.dsn

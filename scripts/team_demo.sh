@@ -85,12 +85,12 @@ echo "starting PostgreSQL (pgserver) in $WORK/pg"
 DSN=$("$PY" -c "import sys, pgserver; print(pgserver.get_server(sys.argv[1], cleanup_mode=None).get_uri())" "$WORK/pg" 2>/dev/null)
 export RAG_STORE__DSN=$DSN
 echo "indexing corpus/ into PostgreSQL"
-"$PY" -m rag.cli index "$WORK/docs" --json >/dev/null
+"$PY" -m rag.interfaces.cli.main index "$WORK/docs" --json >/dev/null
 
 URLS=()
 for name in a b; do
     port=$(free_port)
-    "$PY" -m rag.cli serve --docs "$WORK/docs" --port "$port" >"$WORK/serve-$name.log" 2>&1 &
+    "$PY" -m rag.interfaces.cli.main serve --docs "$WORK/docs" --port "$port" >"$WORK/serve-$name.log" 2>&1 &
     PIDS+=($!)
     URLS+=("http://127.0.0.1:$port")
 done
@@ -105,7 +105,7 @@ before=$(version_of "${URLS[0]}")
 
 echo "editing reference/cli.md (default port 8000 -> 8080) and re-indexing while both serve"
 sed -i 's/(8000 by default, on 127\.0\.0\.1)/(8080 by default, on 127.0.0.1)/' "$WORK/docs/reference/cli.md"
-"$PY" -m rag.cli index "$WORK/docs"
+"$PY" -m rag.interfaces.cli.main index "$WORK/docs"
 for _ in $(seq 1 60); do  # each server notices the new current version within a second
     [ "$(version_of "${URLS[0]}")" != "$before" ] && [ "$(version_of "${URLS[1]}")" != "$before" ] && break
     sleep 0.5

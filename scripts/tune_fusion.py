@@ -28,13 +28,13 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from rag import store
-from rag.config import RetrievalSettings, load_settings
-from rag.embedding import make_embedder
-from rag.evaluation import EvalCase, load_cases, section_rank
-from rag.lexical import HEADING_WEIGHT, LexicalIndex, tokenize
-from rag.records import SearchHit
-from rag.retrieval import Retriever, fuse_weighted
+from rag.core.config import RetrievalSettings, load_settings
+from rag.core.records import SearchHit
+from rag.eval.evaluation import EvalCase, load_cases, section_rank
+from rag.indexer.embedding import make_embedder
+from rag.retriever.retrieval import Retriever, fuse_weighted
+from rag.stores import folder as store
+from rag.stores.lexical import HEADING_WEIGHT, LexicalIndex, tokenize
 
 METRICS = ("hit@1", "hit@3", "hit@5", "mrr", "s_hit@1", "s_hit@3", "s_hit@5", "s_mrr")
 

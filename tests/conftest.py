@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from rag.config import Settings
-from rag.embedding import FakeEmbedder
-from rag.records import Chunk, SearchHit
+from rag.core.config import Settings
+from rag.core.records import Chunk, SearchHit
+from rag.indexer.embedding import FakeEmbedder
 
 FIXTURE_DOCS = Path(__file__).parent / "fixtures" / "docs"
 CORPORA = Path(__file__).resolve().parents[2] / "shared" / "corpora"

@@ -16,13 +16,13 @@ import pytest
 from fastapi.testclient import TestClient
 from typer.testing import CliRunner
 
-from rag import indexing
-from rag.auth import read_tokens, remove_token, token_hash
-from rag.cli import app as cli
-from rag.config import Settings
-from rag.embedding import FakeEmbedder
-from rag.indexing import build_index
-from rag.server import create_app
+from rag.core.config import Settings
+from rag.indexer import indexing
+from rag.indexer.embedding import FakeEmbedder
+from rag.indexer.indexing import build_index
+from rag.interfaces.cli.main import app as cli
+from rag.interfaces.http.auth import read_tokens, remove_token, token_hash
+from rag.interfaces.http.server import create_app
 from tests.test_server import TOKEN_QUESTION, with_tokens
 
 STAFF_QUERY = "rotate admin token vault"
@@ -289,7 +289,7 @@ def test_rag_token_needs_a_tokens_file_in_the_config(tmp_path, monkeypatch):
 
 def test_rag_serve_warns_about_the_dev_flag_and_ignores_forwarded_for(docs, tmp_path,
                                                                       monkeypatch):
-    monkeypatch.setattr("rag.embedding.make_embedder", lambda _settings, **_: FakeEmbedder())
+    monkeypatch.setattr("rag.indexer.embedding.make_embedder", lambda _settings, **_: FakeEmbedder())
     build_index(docs, tmp_path / "index", Settings(), FakeEmbedder())
     ran: dict = {}
     monkeypatch.setattr("uvicorn.run", lambda app, **kwargs: ran.update(kwargs))

@@ -17,13 +17,13 @@ from pathlib import Path
 
 import pytest
 
-from rag.auth import add_token, remove_token
-from rag.chunking import parse_document
-from rag.config import Settings
-from rag.embedding import FakeEmbedder
-from rag.extractive import ExtractiveGenerator
-from rag.indexing import build_index
-from rag.server import create_app
+from rag.core.config import Settings
+from rag.generator.extractive import ExtractiveGenerator
+from rag.indexer.embedding import FakeEmbedder
+from rag.indexer.indexing import build_index
+from rag.interfaces.http.auth import add_token, remove_token
+from rag.interfaces.http.server import create_app
+from rag.reader.chunking import parse_document
 
 CHROMIUM = Path("/usr/bin/chromium")
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",

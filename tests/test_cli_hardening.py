@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from rag.cli import app
-from rag.embedding import FakeEmbedder
+from rag.indexer.embedding import FakeEmbedder
+from rag.interfaces.cli.main import app
 from tests.fakes.fake_openai_server import FakeOpenAIServer, Reply, answer_json
 
 # Anything a terminal could act on: C0 controls but \t and \n, DEL, C1, line separators,
@@ -42,7 +42,7 @@ def assert_one_line(err: str, needle: str = "") -> None:
 
 @pytest.fixture
 def fake_embedder(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("rag.embedding.make_embedder", lambda _settings, **_: FakeEmbedder())
+    monkeypatch.setattr("rag.indexer.embedding.make_embedder", lambda _settings, **_: FakeEmbedder())
 
 
 @pytest.fixture

@@ -13,11 +13,11 @@ import pytest
 from rich.console import Console
 from typer.testing import CliRunner
 
-from rag.cli import app
-from rag.embedding import FakeEmbedder
-from rag.errors import GenerationError
-from rag.records import Answer, Citation, Evidence, Statement
-from rag.render import answer_lines, plain, preview, show
+from rag.core.errors import GenerationError
+from rag.core.records import Answer, Citation, Evidence, Statement
+from rag.indexer.embedding import FakeEmbedder
+from rag.interfaces.cli.main import app
+from rag.interfaces.render import answer_lines, plain, preview, show
 from tests.conftest import make_hit
 
 FILE = """# Ports
@@ -129,7 +129,8 @@ def test_unknown_generator_is_a_usage_error_before_anything_runs(tmp_path: Path)
 
 def test_eval_with_failed_cases_exits_3_and_says_how_many(
         docs: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from rag import embedding, pipeline
+    from rag import pipeline
+    from rag.indexer import embedding
 
     monkeypatch.setattr(embedding, "make_embedder", lambda *a, **k: FakeEmbedder())
     real_ask = pipeline.Pipeline.ask
@@ -166,7 +167,7 @@ def test_preview_skips_blank_lines_and_keeps_the_lines_that_hold_the_statement()
 
 def test_piped_ask_has_no_spinner_colour_or_wrapping(docs: Path, tmp_path: Path,
                                                      monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("rag.embedding.make_embedder", lambda *_a, **_k: FakeEmbedder())
+    monkeypatch.setattr("rag.indexer.embedding.make_embedder", lambda *_a, **_k: FakeEmbedder())
     monkeypatch.setenv("COLUMNS", "20")
     index = str(tmp_path / "idx")
     assert CliRunner().invoke(app, ["index", str(docs), "--index", index]).exit_code == 0

@@ -11,17 +11,17 @@ from pathlib import Path
 
 import pytest
 
-from rag import store
-from rag.indexing import build_index
+from rag.indexer.indexing import build_index
+from rag.stores import folder as store
 
 REPO = Path(__file__).resolve().parents[1]
 # A real indexing process with a deterministic (optionally slow) embedder.
 SCRIPT = """
 import sys, time
 from pathlib import Path
-from rag.config import Settings
-from rag.embedding import FakeEmbedder
-from rag.indexing import build_index
+from rag.core.config import Settings
+from rag.indexer.embedding import FakeEmbedder
+from rag.indexer.indexing import build_index
 
 class Slow(FakeEmbedder):
     def embed_batch(self, texts):

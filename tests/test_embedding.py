@@ -14,10 +14,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from rag import onnx_export
-from rag.config import EmbeddingSettings
-from rag.embedding import Embedder, FakeEmbedder, default_model_path, make_embedder
-from rag.errors import ConfigError
+from rag.core.config import EmbeddingSettings
+from rag.core.errors import ConfigError
+from rag.indexer import onnx_export
+from rag.indexer.embedding import Embedder, FakeEmbedder, default_model_path, make_embedder
 
 LONG = " ".join(f"FastAPI dependency injection step {i} checks request bodies." for i in range(60))
 TEXTS = [
@@ -268,8 +268,8 @@ def test_query_with_cached_export_does_not_import_torch(
 ) -> None:
     script = textwrap.dedent(f"""
         import sys
-        from rag.config import EmbeddingSettings
-        from rag.embedding import make_embedder
+        from rag.core.config import EmbeddingSettings
+        from rag.indexer.embedding import make_embedder
         embedder = make_embedder(EmbeddingSettings(cache_dir={str(cache_dir)!r}))
         vector = embedder.embed_batch(["how do I add query parameters?"])
         assert vector.shape == (1, 384), vector.shape

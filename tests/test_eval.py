@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from rag.cli import app
-from rag.errors import AccessError, ConfigError
-from rag.eval_run import chart_reports
-from rag.evaluation import EvalCase, load_cases, score_case, summarise
-from rag.records import Answer
+from rag.core.errors import AccessError, ConfigError
+from rag.core.records import Answer
+from rag.eval.eval_run import chart_reports
+from rag.eval.evaluation import EvalCase, load_cases, score_case, summarise
+from rag.interfaces.cli.main import app
 from tests.conftest import CORPORA, REPO, corpus_dir, make_hit
 
 BASELINE = REPO / "reports" / "baseline-extractive.json"

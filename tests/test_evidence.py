@@ -11,9 +11,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from rag.config import Settings
-from rag.errors import ConfigError
-from rag.evidence import (
+from rag.core.config import Settings
+from rag.core.errors import ConfigError
+from rag.core.records import Evidence, SearchHit
+from rag.retriever.evidence import (
     Selection,
     evidence_budget,
     format_evidence_block,
@@ -24,7 +25,6 @@ from rag.evidence import (
     select_evidence,
     token_counter,
 )
-from rag.records import Evidence, SearchHit
 from tests.conftest import make_hit
 
 

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from rag.embedding import FakeEmbedder
-from rag.extractive import ExtractiveGenerator, answer_kinds, split_sentences
-from rag.passages import read_blocks
-from rag.records import Chunk, Evidence, SearchHit
-from rag.scoring import PassageScorer
+from rag.answer.extractive import answer_kinds, split_sentences
+from rag.answer.scoring import PassageScorer
+from rag.core.records import Chunk, Evidence, SearchHit
+from rag.generator.extractive import ExtractiveGenerator
+from rag.indexer.embedding import FakeEmbedder
+from rag.reader.passages import read_blocks
 
 
 def evidence(label: str, text: str, *, path: str = "guide/server.md", start: int = 1,

@@ -6,11 +6,11 @@ import importlib.util
 
 import numpy as np
 
-from rag.abstention import signals
-from rag.embedding import FakeEmbedder
-from rag.lexical import LexicalIndex, tokenize
-from rag.records import Evidence, SearchHit
-from rag.scoring import PassageScorer, is_release_note
+from rag.answer.abstention import signals
+from rag.answer.scoring import PassageScorer, is_release_note
+from rag.core.records import Evidence, SearchHit
+from rag.indexer.embedding import FakeEmbedder
+from rag.stores.lexical import LexicalIndex, tokenize
 from tests.conftest import REPO, make_hit
 
 _spec = importlib.util.spec_from_file_location("fit_abstention",
@@ -73,7 +73,7 @@ def test_folds_are_stratified_and_cover_every_case() -> None:
     assert all((y[f] == 0).sum() == 3 for f in folds)
 
 
-# --- the signals the model reads (rag/abstention.py) -------------------------------------------
+# --- the signals the model reads (rag/answer/abstention.py) -------------------------------------------
 
 DOCS = ["Mount static files with StaticFiles from a folder.",
         "Set the port with --port when you start the server.",

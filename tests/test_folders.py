@@ -9,10 +9,11 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from rag import embedding, store
-from rag.cli import app
-from rag.config import Settings
-from rag.folders import cache_index_for
+from rag.core.config import Settings
+from rag.indexer import embedding
+from rag.indexer.folders import cache_index_for
+from rag.interfaces.cli.main import app
+from rag.stores import folder as store
 
 QUESTION = "Which port does the HTTP API listen on by default?"
 

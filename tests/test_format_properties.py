@@ -12,8 +12,10 @@ import string
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from rag.errors import CitationError
-from rag.evidence import (
+from rag.core.errors import CitationError
+from rag.core.records import Evidence
+from rag.core.terminal import block, json_line, one_line
+from rag.retriever.evidence import (
     CLOSE_TAG,
     NO_HEADING,
     OPEN_TAG,
@@ -23,9 +25,7 @@ from rag.evidence import (
     neutralise_line,
     parse_evidence_blocks,
 )
-from rag.records import Evidence
-from rag.terminal import block, json_line, one_line
-from rag.verification import verify_citations
+from rag.verifier.verification import verify_citations
 from tests.conftest import make_hit
 from tests.test_evidence import ATTACKS
 

@@ -17,13 +17,13 @@ from hypothesis import HealthCheck, given
 from hypothesis import settings as hyp_settings
 from hypothesis import strategies as st
 
-from rag import store
-from rag.chunking import chunk_document, parse_document
-from rag.config import Settings
-from rag.embedding import FakeEmbedder
-from rag.indexing import build_index
-from rag.retrieval import MODES, Retriever
-from rag.visibility import UnclearVisibility, read_visibility
+from rag.core.config import Settings
+from rag.indexer.embedding import FakeEmbedder
+from rag.indexer.indexing import build_index
+from rag.reader.chunking import chunk_document, parse_document
+from rag.reader.visibility import UnclearVisibility, read_visibility
+from rag.retriever.retrieval import MODES, Retriever
+from rag.stores import folder as store
 
 SECRET = "zanzibar"
 BODY = f"# Plans\n\nThe {SECRET} rollout happens at night.\n"

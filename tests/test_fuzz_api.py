@@ -13,11 +13,11 @@ from collections.abc import Iterator
 
 import pytest
 
-from rag.auth import add_token
-from rag.config import Settings
-from rag.embedding import FakeEmbedder
-from rag.indexing import build_index
-from rag.server import create_app
+from rag.core.config import Settings
+from rag.indexer.embedding import FakeEmbedder
+from rag.indexer.indexing import build_index
+from rag.interfaces.http.auth import add_token
+from rag.interfaces.http.server import create_app
 from tests.conftest import FIXTURE_DOCS
 
 schemathesis = pytest.importorskip("schemathesis", reason="pip install schemathesis")

@@ -10,11 +10,10 @@ from typing import get_args
 
 import pytest
 
-from rag.config import GenerationSettings, Settings
-from rag.errors import CitationError, ConfigError, GenerationError
-from rag.evidence import format_evidence_blocks
-from rag.extractive import ExtractiveGenerator
-from rag.generation import (
+from rag.core.config import GenerationSettings, Settings
+from rag.core.errors import CitationError, ConfigError, GenerationError
+from rag.core.records import Chunk, Evidence, SearchHit
+from rag.generator.backends import (
     GENERATORS,
     RULES,
     GenerationResult,
@@ -25,7 +24,8 @@ from rag.generation import (
     make_generator,
     parse_answer,
 )
-from rag.records import Chunk, Evidence, SearchHit
+from rag.generator.extractive import ExtractiveGenerator
+from rag.retriever.evidence import format_evidence_blocks
 from tests.fakes.fake_openai_server import FakeOpenAIServer, Reply, answer_json, closed_port
 
 KEY_ENV = "RAG_TEST_GENERATION_KEY"
@@ -294,7 +294,7 @@ def cache_home(tmp_path: os.PathLike, monkeypatch: pytest.MonkeyPatch) -> Iterat
 
 
 def test_local_generator_reuses_a_running_serve_model(cache_home: str) -> None:
-    from rag.local_model import model_to_run, server_key, state_path
+    from rag.generator.local.model import model_to_run, server_key, state_path
 
     with FakeOpenAIServer([Reply(GOOD)], model="smollm2") as server:
         state_path().parent.mkdir(parents=True)

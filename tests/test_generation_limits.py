@@ -8,8 +8,8 @@ from email.utils import formatdate
 
 import pytest
 
-from rag.errors import GenerationError
-from rag.generation import (
+from rag.core.errors import GenerationError
+from rag.generator.backends import (
     GenerationResult,
     OpenAIGenerator,
     UnknownLabelError,

@@ -1,5 +1,8 @@
 """Imports inside rag/ point one way, and no module reaches for another one's private names.
 
+The stages are subpackages, in the order a question passes through them (LAYERS); a module
+may import from its own subpackage or one below it, never from one above.
+
 A cycle (even through an import inside a function) means two modules cannot be read,
 tested or replaced apart, and which one loads first decides whether the program starts.
 The graph is read from the source with ``ast``, so every import counts: top-level, inside a
@@ -14,6 +17,10 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = "rag"
+# Lowest first. "" is rag/__init__.py, the library API: over the pipeline, under eval and
+# the interfaces, which wrap it.
+LAYERS = ("core", "reader", "stores", "indexer", "retriever", "verifier", "answer", "generator",
+          "pipeline", "", "eval", "interfaces")
 
 
 def module_name(path: Path) -> str:
@@ -100,7 +107,7 @@ def test_the_checker_sees_cycles_and_resolves_modules() -> None:
     assert all_cycles({"a": {"b"}, "b": {"a"}, "c": {"d"}, "d": {"c"}}) == [
         ["a", "b", "a"], ["c", "d", "c"]]
     edges = graph()
-    assert "rag.store" in edges["rag.folders"]  # `from rag import store` is the module
+    assert "rag.stores.folder" in edges["rag.indexer.folders"]  # `from rag import store` is the module
     assert "rag.stores.pg_schema" in edges["rag.stores.postgres"]
 
 
@@ -116,3 +123,35 @@ def test_no_module_imports_another_modules_private_name() -> None:
                for target, taken, line in imports(name, path, known)
                if taken.startswith("_") and target != name]
     assert not private, "private names imported across modules:\n" + "\n".join(private)
+
+
+def layer(module: str) -> str:
+    """``rag.reader.chunking`` -> ``read``; ``rag`` itself -> ``""``."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else ""
+
+
+def upward_imports(edges: dict[str, set[str]]) -> list[str]:
+    """Each import from a subpackage above the importer's, as 'a -> b'."""
+    return [f"{src} -> {dst}" for src, targets in sorted(edges.items()) for dst in sorted(targets)
+            if LAYERS.index(layer(dst)) > LAYERS.index(layer(src))]
+
+
+def test_every_module_sits_in_a_stage_subpackage() -> None:
+    loose = [name for name in modules() if layer(name) not in LAYERS]
+    assert not loose, f"modules outside the stage subpackages: {loose}"
+    assert set(modules()) & {"rag", "rag.pipeline"} == {"rag", "rag.pipeline"}
+    assert {layer(name) for name in modules()} == set(LAYERS)
+
+
+def test_imports_point_down_the_stages() -> None:
+    assert upward_imports({"rag.core.text": {"rag.reader.passages"}}) == [
+        "rag.core.text -> rag.reader.passages"]
+    upward = upward_imports(graph())
+    assert not upward, "imports from a later stage:\n" + "\n".join(upward)
+
+
+def test_each_subpackage_says_what_it_owns() -> None:
+    for init in sorted((ROOT / PACKAGE).rglob("__init__.py")):
+        doc = ast.get_docstring(ast.parse(init.read_text(encoding="utf-8")))
+        assert doc and len(doc.split()) >= 5, f"{init.relative_to(ROOT)} has no docstring"

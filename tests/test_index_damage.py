@@ -17,8 +17,8 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from rag.cli import app
-from rag.embedding import FakeEmbedder
+from rag.indexer.embedding import FakeEmbedder
+from rag.interfaces.cli.main import app
 from tests.conftest import FIXTURE_DOCS
 
 Damage = Callable[[Path], None]
@@ -174,14 +174,14 @@ def run(*args: str) -> tuple[int, str, str]:
 
 @pytest.fixture(autouse=True)
 def _fake_embedder(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("rag.embedding.make_embedder", lambda _settings, **_: FakeEmbedder())
+    monkeypatch.setattr("rag.indexer.embedding.make_embedder", lambda _settings, **_: FakeEmbedder())
 
 
 @pytest.fixture(scope="module")
 def built(tmp_path_factory: pytest.TempPathFactory) -> Path:
     index = tmp_path_factory.mktemp("damage") / "index"
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr("rag.embedding.make_embedder", lambda _settings, **_: FakeEmbedder())
+        mp.setattr("rag.indexer.embedding.make_embedder", lambda _settings, **_: FakeEmbedder())
         code, _, err = run("index", str(FIXTURE_DOCS), "--index", str(index))
     assert code == 0, err
     return index

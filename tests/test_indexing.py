@@ -8,13 +8,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from rag import store
-from rag.chunking import parse_document, span_text
-from rag.config import Settings
-from rag.embedding import FakeEmbedder
-from rag.errors import IndexingError
-from rag.indexing import build_index, embed_text
-from rag.retrieval import Retriever
+from rag.core.config import Settings
+from rag.core.errors import IndexingError
+from rag.indexer.embedding import FakeEmbedder
+from rag.indexer.indexing import build_index, embed_text
+from rag.reader.chunking import parse_document, span_text
+from rag.retriever.retrieval import Retriever
+from rag.stores import folder as store
 
 
 def _index(docs: Path, tmp_path: Path, settings: Settings, embedder: FakeEmbedder, **kw):

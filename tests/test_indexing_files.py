@@ -10,8 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from rag import chunking, index_core, indexing, store, walker
-from rag.indexing import build_index, embed_text
+from rag.indexer import common as index_core
+from rag.indexer import indexing
+from rag.indexer.indexing import build_index, embed_text
+from rag.reader import chunking, walker
+from rag.stores import folder as store
 
 
 @pytest.fixture

@@ -15,11 +15,15 @@ from pathlib import Path
 
 import pytest
 
-from rag import store
-from rag.config import Settings
-from rag.embedding import FakeEmbedder
-from rag.errors import CitationError
-from rag.evidence import (
+from rag.core.config import Settings
+from rag.core.errors import CitationError
+from rag.core.records import Evidence
+from rag.generator.backends import GenerationResult, ModelAnswer, ModelStatement, build_prompt
+from rag.indexer.embedding import FakeEmbedder
+from rag.indexer.indexing import build_index
+from rag.interfaces.render import render_answer
+from rag.pipeline import Pipeline
+from rag.retriever.evidence import (
     CLOSE_TAG,
     OPEN_TAG,
     Selection,
@@ -28,12 +32,9 @@ from rag.evidence import (
     parse_evidence_blocks,
     select_evidence,
 )
-from rag.generation import GenerationResult, ModelAnswer, ModelStatement, build_prompt
-from rag.indexing import build_index
-from rag.pipeline import Pipeline, render_answer
-from rag.records import Evidence
-from rag.retrieval import Retriever
-from rag.verification import check_support, verify_citations
+from rag.retriever.retrieval import Retriever
+from rag.stores import folder as store
+from rag.verifier.verification import check_support, verify_citations
 
 REPO = Path(__file__).resolve().parents[1]
 COMMUNITY_TIPS = REPO / "corpus" / "notes" / "community-tips.md"

@@ -21,7 +21,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 FIXTURE_DOCS = REPO / "tests" / "fixtures" / "docs"
 SCRIPT = REPO / "scripts" / "loadtest.py"
-RAG = [sys.executable, "-c", "from rag.cli import main; main()"]
+RAG = [sys.executable, "-c", "from rag.interfaces.cli.main import main; main()"]
 ENV = {**os.environ, "HF_HUB_OFFLINE": "1"}
 
 

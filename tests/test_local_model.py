@@ -16,11 +16,12 @@ from pathlib import Path
 
 import pytest
 
-from rag import local_model
-from rag.config import GenerationSettings, Settings
-from rag.errors import ConfigError, GenerationError
-from rag.generation import ModelAnswer, OpenAIGenerator, build_prompt
-from rag.local_model import (
+from rag.core.config import GenerationSettings, Settings
+from rag.core.errors import ConfigError, GenerationError
+from rag.core.records import Chunk, Evidence, SearchHit
+from rag.generator.backends import ModelAnswer, OpenAIGenerator, build_prompt
+from rag.generator.local import model as local_model
+from rag.generator.local.model import (
     LOCAL_SENTENCE,
     LOCAL_STATEMENTS,
     LocalGenerator,
@@ -34,8 +35,7 @@ from rag.local_model import (
     server_key,
     state_path,
 )
-from rag.model_file import fast_copy
-from rag.records import Chunk, Evidence, SearchHit
+from rag.generator.local.model_file import fast_copy
 from tests.fakes.fake_openai_server import FakeOpenAIServer, Reply, answer_json, closed_port
 
 FAKE_SCRIPT = Path(__file__).parent / "fakes" / "fake_openai_server.py"
@@ -243,10 +243,10 @@ def test_serve_forever_records_state_and_cleans_up_when_stopped(
         import signal, sys
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # as in a background job of a script
         sys.path.insert(0, {str(REPO)!r})
-        import rag.local_model as lm
+        import rag.generator.local.model as lm
         from tests.test_local_model import FakeModelServer
         lm.LocalModelServer = FakeModelServer
-        from rag.serve_model import serve_forever
+        from rag.generator.local.serve_model import serve_forever
         serve_forever({model_file!r}, {port}, 2048)
     """)
     env = {**os.environ, "XDG_CACHE_HOME": str(cache_home)}
@@ -283,7 +283,7 @@ def test_one_thread_per_free_core(monkeypatch: pytest.MonkeyPatch, cores: int, l
 def test_server_command_passes_window_threads_and_port(model_file: str) -> None:
     server = LocalModelServer(model_file, n_ctx=1536, threads=1, port=8123)
     command = " ".join(server.command())
-    assert "-m rag.local_server" in command
+    assert "-m rag.generator.local.server" in command
     assert "--n-ctx 1536" in command and "--threads 1" in command and "--port 8123" in command
 
 
@@ -350,7 +350,7 @@ def _evidence(label: str, text: str, path: str = "guide/server.md") -> Evidence:
 
 @pytest.fixture(scope="module")
 def real_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalModelServer]:
-    # the model as users run it: the Q4_0 copy of the bundled file (rag.model_file)
+    # the model as users run it: the Q4_0 copy of the bundled file (rag.generator.local.model_file)
     model = fast_copy(default_gguf_path(), tmp_path_factory.mktemp("models"))
     server = LocalModelServer(str(model), n_ctx=2048)
     with server:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from rag.markup import clean_markup, code_continuation, display_line, display_lines
-from rag.passages import read_blocks
-from rag.prose import sentences as passage_sentences
+from rag.reader.markup import clean_markup, code_continuation, display_line, display_lines
+from rag.reader.passages import read_blocks
+from rag.reader.prose import sentences as passage_sentences
 
 
 @pytest.mark.parametrize("line, shown", [

@@ -20,7 +20,7 @@ TIMEOUT_S = 120  # a bound on the whole session, never an expected duration
 
 
 def params(docs: Path, cache: Path, *extra: str, fake: bool = True) -> StdioServerParameters:
-    module = "tests.fakes.fake_embedder_cli" if fake else "rag.cli"
+    module = "tests.fakes.fake_embedder_cli" if fake else "rag.interfaces.cli.main"
     env = {"PYTHONPATH": str(REPO), "XDG_CACHE_HOME": str(cache), "HF_HUB_OFFLINE": "1"}
     if "HOME" in os.environ:
         env["HOME"] = os.environ["HOME"]  # the ONNX export cache of the real model

@@ -1,4 +1,4 @@
-"""The bundled model runs as a Q4_0 copy made once in the user cache (rag.model_file)."""
+"""The bundled model runs as a Q4_0 copy made once in the user cache (rag.generator.local.model_file)."""
 
 from __future__ import annotations
 
@@ -12,9 +12,9 @@ gguf = pytest.importorskip("gguf")
 
 from gguf.quants import dequantize
 
-from rag.config import GenerationSettings
-from rag.local_model import default_gguf_path, model_to_run
-from rag.model_file import fast_copy, runnable_model
+from rag.core.config import GenerationSettings
+from rag.generator.local.model import default_gguf_path, model_to_run
+from rag.generator.local.model_file import fast_copy, runnable_model
 
 Q4_0, Q4_1 = gguf.GGMLQuantizationType.Q4_0, gguf.GGMLQuantizationType.Q4_1
 

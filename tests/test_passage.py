@@ -3,9 +3,10 @@ quoted whole, at its own lines."""
 
 from __future__ import annotations
 
-from rag.evaluation import EvalCase, score_case
-from rag.passage import MAX_WORDS, PassageGenerator
-from rag.records import Answer
+from rag.answer.passage import MAX_WORDS
+from rag.core.records import Answer
+from rag.eval.evaluation import EvalCase, score_case
+from rag.generator.passage import PassageGenerator
 from tests.test_extractive import evidence, lines_of
 
 PAGE = ("# Server\n\nThe server is a small HTTP process.\n\n"

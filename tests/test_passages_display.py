@@ -5,11 +5,11 @@ from __future__ import annotations
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from rag.embedding import FakeEmbedder
-from rag.markup import code_continuation
-from rag.passages import read_blocks
-from rag.prose import sentences, split_sentences
-from rag.quoting import attachment, quote
+from rag.answer.quoting import attachment, quote
+from rag.indexer.embedding import FakeEmbedder
+from rag.reader.markup import code_continuation
+from rag.reader.passages import read_blocks
+from rag.reader.prose import sentences, split_sentences
 from tests.test_extractive import answer, evidence, lines_of
 
 SETTING = ("## JPEG\n\n"

@@ -1,4 +1,4 @@
-"""Paths: nothing is read or written outside the roots the user chose (see rag/paths.py)."""
+"""Paths: nothing is read or written outside the roots the user chose (see rag/core/paths.py)."""
 
 from __future__ import annotations
 
@@ -8,20 +8,20 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from rag import store
-from rag.cli import app
-from rag.config import Settings
-from rag.embedding import FakeEmbedder
-from rag.errors import AccessError
-from rag.evaluation import load_cases
-from rag.indexing import build_index, walk_docs
-from rag.paths import (
+from rag.core.config import Settings
+from rag.core.errors import AccessError
+from rag.core.paths import (
     check_index_path,
     check_inside,
     check_relative,
     follow_link,
     real_relative,
 )
+from rag.eval.evaluation import load_cases
+from rag.indexer.embedding import FakeEmbedder
+from rag.indexer.indexing import build_index, walk_docs
+from rag.interfaces.cli.main import app
+from rag.stores import folder as store
 
 OUTSIDE_MARKER = "zebracorn"  # a word that only the files outside the docs root contain
 
@@ -198,7 +198,7 @@ def test_a_link_to_a_folder_inside_the_root_is_followed_once(tmp_path):
     assert any(w.startswith("skipped loop:") for w in warnings)
 
 
-# The rule (rag/paths.py): a file is a Source once, under its real path.
+# The rule (rag/core/paths.py): a file is a Source once, under its real path.
 
 
 def test_a_file_reachable_twice_is_indexed_once_under_its_real_path(linked_docs, tmp_path):

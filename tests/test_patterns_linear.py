@@ -26,9 +26,9 @@ SUFFIXES = ["", "{#", "`"]
 # Patterns used only anchored (``match`` at a position, or ``fullmatch``): what counts for
 # them is one match attempt, not a scan from every position.
 ANCHORED = {
-    ("rag.inline", "_SHORTCODE_NAME"),  # .match(line, pos) right after a "{{<" opener
-    ("rag.markup", "_VERSION_MARKER"),  # .fullmatch of a shortcode's inside
-    ("rag.passages", "_DELIMITER_ROW"),  # .match / .fullmatch of a table's second row
+    ("rag.reader.inline", "_SHORTCODE_NAME"),  # .match(line, pos) right after a "{{<" opener
+    ("rag.reader.markup", "_VERSION_MARKER"),  # .fullmatch of a shortcode's inside
+    ("rag.reader.passages", "_DELIMITER_ROW"),  # .match / .fullmatch of a table's second row
 }
 
 
@@ -61,7 +61,7 @@ PATTERNS = _patterns()
 
 
 def test_the_patterns_are_found() -> None:
-    from rag.markup import CODE_SPAN
+    from rag.reader.markup import CODE_SPAN
 
     assert len(PATTERNS) > 50 and CODE_SPAN in PATTERNS.values()
 

@@ -6,14 +6,14 @@ from pathlib import Path
 
 import pytest
 
-from rag import store
-from rag.config import Settings
-from rag.errors import CitationError
-from rag.evidence import token_counter
-from rag.generation import GenerationResult, ModelAnswer, ModelStatement, build_prompt
-from rag.indexing import build_index
+from rag.core.config import Settings
+from rag.core.errors import CitationError
+from rag.generator.backends import GenerationResult, ModelAnswer, ModelStatement, build_prompt
+from rag.indexer.indexing import build_index
 from rag.pipeline import INSUFFICIENT, Pipeline
-from rag.retrieval import Retriever
+from rag.retriever.evidence import token_counter
+from rag.retriever.retrieval import Retriever
+from rag.stores import folder as store
 
 PORT_QUESTION = "Which port does the HTTP API listen on by default?"
 
@@ -116,7 +116,7 @@ def _extractive(docs, tmp_path, settings, embedder):
 
 
 def test_extractive_citations_name_exactly_the_quoted_lines(docs, tmp_path, settings, embedder):
-    from rag.pipeline import render_answer
+    from rag.interfaces.render import render_answer
 
     pipeline = _extractive(docs, tmp_path, settings, embedder)
     answer = pipeline.ask("Which address does Tidewatch bind to by default?")
@@ -162,7 +162,7 @@ def test_the_abstention_model_decides_before_any_model_call(docs, tmp_path, sett
                                                             embedder):
     import json
 
-    from rag.errors import ConfigError
+    from rag.core.errors import ConfigError
 
     never = tmp_path / "never.json"
     never.write_text(json.dumps({"features": ["coverage"], "mean": [0.0], "scale": [1.0],

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from rag.config import Settings
-from rag.errors import IndexBusyError, IndexingError
-from rag.indexing import build_index
+from rag.core.config import Settings
+from rag.core.errors import IndexBusyError, IndexingError
+from rag.indexer.indexing import build_index
 from rag.pipeline import open_retriever
 from rag.stores import postgres
 from rag.stores.pg_schema import ADVISORY_KEY
@@ -156,9 +156,9 @@ def test_missing_index_or_database_is_one_clear_line(pg_dsn, pg_server, embedder
 CRASHING_INDEXER = """
 import sys
 from pathlib import Path
-from rag.config import Settings
-from rag.embedding import FakeEmbedder
-from rag.indexing import build_index
+from rag.core.config import Settings
+from rag.indexer.embedding import FakeEmbedder
+from rag.indexer.indexing import build_index
 
 settings = Settings()
 settings.store.kind = "postgres"
@@ -211,7 +211,7 @@ def test_hnsw_still_returns_k_visible_hits_when_the_nearest_are_hidden(docs, tmp
 
 
 def test_rebuild_re_embeds_everything_and_a_changed_model_asks_for_it(docs, pg_dsn, embedder):
-    from rag.embedding import FakeEmbedder
+    from rag.indexer.embedding import FakeEmbedder
 
     settings = pg_settings(pg_dsn)
     first = build_index(docs, UNUSED, settings, embedder)
@@ -238,7 +238,7 @@ def test_pieces_of_a_long_line_keep_their_columns(docs, tmp_path, pg_dsn, embedd
     """A paragraph on one long line is indexed as pieces of that line; the team store must
     hand back the same pieces, columns included, or every citation of them reads as a file
     that changed since indexing."""
-    from rag.verification import quote_lines
+    from rag.verifier.verification import quote_lines
 
     sentence = "The pelican harbour gate opens at dawn for the fishing boats of the bay. "
     (docs / "long.md").write_text("# Harbour\n\n" + sentence * 60 + "\n", encoding="utf-8")

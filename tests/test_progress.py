@@ -6,8 +6,8 @@ from __future__ import annotations
 import io
 from pathlib import Path
 
-from rag.indexing import build_index
-from rag.progress import PlainProgress, eta, index_progress
+from rag.core.progress import PlainProgress, eta, index_progress
+from rag.indexer.indexing import build_index
 
 
 def test_total_and_files_are_known_before_the_first_batch(docs: Path, tmp_path: Path,
@@ -57,10 +57,10 @@ def test_rag_index_in_a_log_says_progress_with_the_summarys_file_count(
         docs: Path, tmp_path: Path, monkeypatch) -> None:
     from typer.testing import CliRunner
 
-    from rag.cli import app
-    from rag.embedding import FakeEmbedder
+    from rag.indexer.embedding import FakeEmbedder
+    from rag.interfaces.cli.main import app
 
-    monkeypatch.setattr("rag.embedding.make_embedder", lambda *_a, **_k: FakeEmbedder())
+    monkeypatch.setattr("rag.indexer.embedding.make_embedder", lambda *_a, **_k: FakeEmbedder())
     result = CliRunner().invoke(app, ["index", str(docs), "--index", str(tmp_path / "idx")])
     assert result.exit_code == 0, result.stderr
     lines = [x for x in result.stderr.splitlines() if x.startswith("embedding: ")]

@@ -5,13 +5,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from rag import store
-from rag.config import ChunkingSettings, RetrievalSettings, Settings
-from rag.errors import IndexingError, RetrievalError
-from rag.indexing import build_index
-from rag.lexical import LexicalIndex, tokenize
-from rag.records import Chunk
-from rag.retrieval import Retriever, _Filter, fuse, fuse_scores, fuse_weighted
+from rag.core.config import ChunkingSettings, RetrievalSettings, Settings
+from rag.core.errors import IndexingError, RetrievalError
+from rag.core.records import Chunk
+from rag.indexer.indexing import build_index
+from rag.retriever.retrieval import Retriever, _Filter, fuse, fuse_scores, fuse_weighted
+from rag.stores import folder as store
+from rag.stores.lexical import LexicalIndex, tokenize
 from tests.conftest import corpus_dir
 
 
@@ -96,8 +96,8 @@ FASTAPI_QUESTIONS = {
 @pytest.mark.slow
 def test_fastapi_questions_find_their_file_in_the_top_5(tmp_path_factory):
     """Real model, hybrid mode, over the FastAPI tutorial, advanced and deployment pages."""
-    from rag.config import Settings
-    from rag.embedding import make_embedder
+    from rag.core.config import Settings
+    from rag.indexer.embedding import make_embedder
 
     source = corpus_dir("fastapi")
     docs = tmp_path_factory.mktemp("fastapi")

@@ -1,4 +1,4 @@
-"""HTTP API (rag.server) through FastAPI's TestClient: fake embedder, extractive generator."""
+"""HTTP API (rag.interfaces.http.server) through FastAPI's TestClient: fake embedder, extractive generator."""
 
 from __future__ import annotations
 
@@ -11,15 +11,16 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
-from rag import indexing, store
-from rag.auth import add_token
-from rag.config import Settings
-from rag.embedding import FakeEmbedder
-from rag.errors import GenerationError
-from rag.extractive import ExtractiveGenerator
-from rag.indexing import build_index
-from rag.retrieval import FILTER_CACHE, Retriever
-from rag.server import WEB, create_app
+from rag.core.config import Settings
+from rag.core.errors import GenerationError
+from rag.generator.extractive import ExtractiveGenerator
+from rag.indexer import indexing
+from rag.indexer.embedding import FakeEmbedder
+from rag.indexer.indexing import build_index
+from rag.interfaces.http.auth import add_token
+from rag.interfaces.http.server import WEB, create_app
+from rag.retriever.retrieval import FILTER_CACHE, Retriever
+from rag.stores import folder as store
 from tests.live_server import free_port, post, read_all, serving, status_and_body
 
 PORT_QUESTION = "Which port does the HTTP API listen on by default?"

@@ -1,4 +1,4 @@
-"""`POST /ask` with `Accept: text/event-stream` (rag.streaming): the events a client sees."""
+"""`POST /ask` with `Accept: text/event-stream` (rag.interfaces.http.streaming): the events a client sees."""
 
 from __future__ import annotations
 
@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
-from rag.errors import GenerationError
-from rag.indexing import build_index
+from rag.core.errors import GenerationError
+from rag.indexer.indexing import build_index
+from rag.interfaces.http.server import create_app
+from rag.interfaces.http.streaming import stream_answer
 from rag.pipeline import Pipeline, open_retriever
-from rag.server import create_app
-from rag.streaming import stream_answer
 from tests.live_server import free_port, post, read_all, serving, status_and_body
 from tests.test_server import PORT_QUESTION, TOKEN_QUESTION, make_client, with_tokens
 

@@ -15,16 +15,16 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
-from rag.auth import add_token
-from rag.config import Settings
-from rag.indexing import build_index
-from rag.server import create_app
+from rag.core.config import Settings
+from rag.indexer.indexing import build_index
+from rag.interfaces.http.auth import add_token
+from rag.interfaces.http.server import create_app
 from rag.stores import postgres
 from tests.pg_server import pg_dsn, pg_server  # noqa: F401 - fixtures
 from tests.test_loadtest import ENV, _free_port, _wait_healthy, run_load
 
 REPO = Path(__file__).resolve().parents[1]
-RAG = [sys.executable, "-c", "from rag.cli import main; main()"]
+RAG = [sys.executable, "-c", "from rag.interfaces.cli.main import main; main()"]
 TIDES = "How often do the tides come?"
 
 

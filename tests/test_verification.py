@@ -8,9 +8,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rag.errors import CitationError
-from rag.records import Citation, Evidence
-from rag.verification import check_support, support_score, verify_citations
+from rag.core.errors import CitationError
+from rag.core.records import Citation, Evidence
+from rag.verifier.verification import check_support, support_score, verify_citations
 from tests.conftest import make_hit
 
 

@@ -9,14 +9,14 @@ import pytest
 from fastapi.testclient import TestClient
 from typer.testing import CliRunner
 
-from rag import embedding
-from rag.auth import add_token
-from rag.cli import app
-from rag.config import Settings
-from rag.embedding import FakeEmbedder
-from rag.indexing import build_index
-from rag.reverify import locate
-from rag.server import create_app
+from rag.core.config import Settings
+from rag.indexer import embedding
+from rag.indexer.embedding import FakeEmbedder
+from rag.indexer.indexing import build_index
+from rag.interfaces.cli.main import app
+from rag.interfaces.http.auth import add_token
+from rag.interfaces.http.server import create_app
+from rag.verifier.reverify import locate
 
 QUESTION = "Which port does the HTTP API listen on by default?"
 

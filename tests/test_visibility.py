@@ -20,19 +20,19 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from rag import store
-from rag.cli import app
-from rag.config import RetrievalSettings, Settings
-from rag.embedding import FakeEmbedder
-from rag.errors import CitationError
-from rag.evidence import select_evidence, token_counter
-from rag.generation import build_prompt
-from rag.indexing import build_index, embed_text
-from rag.lexical import tokenize
+from rag.core.config import RetrievalSettings, Settings
+from rag.core.errors import CitationError
+from rag.core.records import Answer, Evidence, SearchHit
+from rag.generator.backends import build_prompt
+from rag.indexer.embedding import FakeEmbedder
+from rag.indexer.indexing import build_index, embed_text
+from rag.interfaces.cli.main import app
 from rag.pipeline import Pipeline
-from rag.records import Answer, Evidence, SearchHit
-from rag.retrieval import MODES, Retriever
-from rag.verification import check_support, verify_citations
+from rag.retriever.evidence import select_evidence, token_counter
+from rag.retriever.retrieval import MODES, Retriever
+from rag.stores import folder as store
+from rag.stores.lexical import tokenize
+from rag.verifier.verification import check_support, verify_citations
 
 VOCAB = ("port", "server", "index", "token", "cache", "deploy", "vault", "backup", "config",
          "model", "query", "group", "release", "log", "restart", "alert", "metric", "disk")
@@ -354,7 +354,7 @@ def test_pipeline_drops_restricted_hits_even_if_retrieval_returns_them(docs, tmp
 
 @pytest.fixture
 def cli_index(docs, tmp_path, monkeypatch) -> Path:
-    monkeypatch.setattr("rag.embedding.make_embedder", lambda _settings, **_: FakeEmbedder())
+    monkeypatch.setattr("rag.indexer.embedding.make_embedder", lambda _settings, **_: FakeEmbedder())
     monkeypatch.chdir(tmp_path)
     index = tmp_path / "index"
     result = CliRunner().invoke(app, ["index", str(docs), "--index", str(index), "--json"])

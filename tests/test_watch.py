@@ -15,14 +15,14 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
-from rag import store
-from rag.config import Settings
-from rag.embedding import FakeEmbedder
-from rag.folders import update_index
-from rag.indexing import build_index
+from rag.core.config import Settings
+from rag.indexer.embedding import FakeEmbedder
+from rag.indexer.folders import update_index
+from rag.indexer.indexing import build_index
+from rag.interfaces.http.server import create_app
+from rag.interfaces.watch import docs_filter, watch_loop, watch_server
 from rag.pipeline import open_retriever
-from rag.server import create_app
-from rag.watch import docs_filter, watch_loop, watch_server
+from rag.stores import folder as store
 from tests.conftest import REPO
 
 WAIT_S = 60  # an upper bound for the watcher to react, never an expected duration

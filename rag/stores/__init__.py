@@ -1,9 +1,9 @@
-"""Where an index lives: a folder of files (FAISS + bm25s, rag/store.py) or a database.
+"""Where an index lives: a folder of files (FAISS + bm25s, rag/stores/folder.py) or a database.
 
 ``[store] kind`` picks one. The folder store is searched by the Retriever itself. A store that
 lives in a database searches itself: it filters visibility inside its own queries and hands
 back ``(row, score)`` pairs, rows being positions in its ``chunks``. That is the one small
-interface below; a loaded folder index (``rag.store.IndexVersion``) does not implement it.
+interface below; a loaded folder index (``rag.stores.folder.IndexVersion``) does not implement it.
 """
 
 from __future__ import annotations
@@ -14,11 +14,11 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeGuard
 
 import numpy as np
 
-from rag.records import Chunk
+from rag.core.records import Chunk
 
 if TYPE_CHECKING:
-    from rag.config import Settings
-    from rag.store import Manifest
+    from rag.core.config import Settings
+    from rag.stores.folder import Manifest
 
 
 class SearchableIndex(Protocol):
@@ -62,6 +62,6 @@ def open_index(index_root: Path, settings: Settings) -> Any:
         from rag.stores.postgres import PostgresIndex
 
         return PostgresIndex.open(settings.store.dsn, settings)
-    from rag import store
+    from rag.stores import folder as store
 
     return store.load(index_root)

@@ -21,14 +21,14 @@ from typing import Any
 
 import numpy as np
 
-from rag.config import Settings
-from rag.errors import IndexingError, RetrievalError
-from rag.records import Chunk
-from rag.store import Manifest
+from rag.core.config import Settings
+from rag.core.errors import IndexingError, RetrievalError
+from rag.core.records import Chunk
+from rag.stores.folder import Manifest
 from rag.stores.pg_schema import Pool, pool, where
 
 STALE_CHECK_S = 1.0  # how often a server asks which version is current
-COUNT_CACHE = 128  # group sets whose visible counts are kept (as rag.retrieval.FILTER_CACHE)
+COUNT_CACHE = 128  # group sets whose visible counts are kept (as rag.retriever.retrieval.FILTER_CACHE)
 K1, B = 1.5, 0.75  # bm25s defaults (Lucene BM25), so scores equal the folder store's
 CHUNK_COLUMNS = ("c.pos, c.chunk_id, c.source_id, c.source_path, c.text, c.start_line, "
                  "c.end_line, c.heading, c.visibility, c.start_col, c.end_col")
@@ -39,7 +39,7 @@ WITH_CHUNK = "JOIN rag_chunks c ON c.version_id = %(v)s AND c.pos = top.pos"
 
 def terms(text: str) -> list[str]:
     """The words BM25 counts: the folder store's tokenizer, so both stores rank alike."""
-    from rag.lexical import tokenize
+    from rag.stores.lexical import tokenize
 
     return tokenize(text)
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from rag import embedding
-from rag.cli import main
+from rag.indexer import embedding
+from rag.interfaces.cli.main import main
 
 
 def _fake(*_args: Any, **_kwargs: Any) -> embedding.FakeEmbedder:

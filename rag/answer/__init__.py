@@ -1,0 +1,1 @@
+"""Answering without a model: the extractive answerer, the passage baseline, their scoring, and abstention."""

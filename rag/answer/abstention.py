@@ -1,0 +1,159 @@
+"""Abstention: decide from several signals whether the evidence can answer the question.
+
+No single score separates "the docs answer this" from "the docs only share its words":
+an unanswerable question about FastAPI still finds FastAPI pages. The decision combines
+signals of retrieval (the BM25 score of the best chunk), coverage (share of the question's
+content words that one evidence chunk holds, and that all of it holds) and the best answer
+sentence (its cosine, its lexical overlap, its heading), plus signals that tell "the docs
+cover this" from "the docs use these words": how far the best dense hit stands above the
+k-th (an answered question has one clear best place; an unanswered one finds many equally
+vague ones), the weighted share of question words the whole
+index lacks (a product, tool or option the docs never name), the share of the question's
+words, weighted by their rarity in the whole index (BM25 IDF), that the single best
+passage holds (an answer is one place that names what was asked, not words scattered over
+eight chunks), and the best cosine among the passages that can be the kind of answer asked
+for: a release-notes entry ("Add Spanish translation for ...") answers "since which
+version", not "how do I", and a question asking how many or how long needs a passage that
+holds a number. They form a small logistic model fitted
+by ``scripts/fit_abstention.py`` with cross-validation and stored as JSON
+(``rag/abstention.json`` by default; ``verification.abstention_model`` names another).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from rag.answer.questions import answer_kinds
+from rag.answer.scoring import Passage, has_kind, is_release_note
+from rag.core.errors import ConfigError
+from rag.core.records import Evidence, SearchHit
+from rag.core.text import content_words, tokens
+from rag.stores.lexical import tokenize
+
+BUNDLED_MODEL = Path(__file__).with_name("abstention.json")
+FEATURES = ("lexical_top", "coverage", "union_coverage", "missing_names", "best_dense",
+            "best_lexical", "best_heading", "dense_gap", "absent_share",
+            "best_idf_coverage", "fitting_dense")
+# A name in a question: a capitalised word past the first, or a word with a digit, an
+# underscore, a dot or a slash inside (HorizontalPodAutoscaler, pool_size, HTTP/3, 413).
+_WORD = re.compile(r"[\w@][\w./@-]*")
+MAX_NAMES = 3
+
+
+def signals(question: str, evidence: Sequence[Evidence], passages: Sequence[Passage],
+            dense: Sequence[SearchHit], lexical: Sequence[SearchHit],
+            document_frequency: Callable[[str], int] | None = None,
+            size: int = 0) -> dict[str, float]:
+    """The raw signals for one question (see the module docstring). ``passages``: the
+    evidence's passages scored against the question, best first (rag.answer.extractive);
+    ``dense``, ``lexical``: the best hits of search by meaning (DENSE_K) and by words,
+    best first; ``document_frequency``: how many of the index's ``size`` chunks hold a
+    BM25 word, or None where the index cannot say (every word then weighs 1 and none
+    counts as absent)."""
+    from rag.verifier.verification import missing_words, support_score
+
+    missing = set(missing_words(question, evidence))
+    words = content_words(question)
+    lexical_top = lexical[0].score if lexical else 0.0
+    # The question's BM25 words, each weighed by its rarity in the index.
+    found = {w: document_frequency(w) if document_frequency else 1
+             for w in dict.fromkeys(tokenize(question))}
+    weight = {w: idf(n, size) if document_frequency else 1.0 for w, n in found.items()}
+    total = sum(weight.values()) or 1.0
+    best = passages[0] if passages else None
+    held = set(tokenize(" ".join([best.text, *(w.text for w in best.window), best.heading]))
+               ) if best else set()
+    return {
+        "lexical_top": math.log1p(max(lexical_top, 0.0)),
+        "coverage": max((support_score(question, [e]) for e in evidence), default=0.0),
+        "union_coverage": 1.0 - len(missing) / len(words) if words else 0.0,
+        "missing_names": float(min(MAX_NAMES, len(missing & question_names(question)))),
+        "best_dense": max((p.dense for p in passages), default=0.0),
+        "best_lexical": max((p.lexical for p in passages), default=0.0),
+        "best_heading": best.heading_match if best else 0.0,
+        "dense_gap": dense[0].score - dense[-1].score if dense else 0.0,
+        "absent_share": sum(weight[w] for w, n in found.items() if n == 0) / total,
+        "best_idf_coverage": sum(v for w, v in weight.items() if w in held) / total,
+        "fitting_dense": max((p.dense for p in fitting(question, passages)), default=0.0),
+    }
+
+
+DENSE_K = 10  # dense_gap: the best dense hit against the k-th
+
+
+def idf(document_frequency: int, size: int) -> float:
+    """BM25's inverse document frequency (as bm25s weighs words)."""
+    return math.log(1.0 + (size - document_frequency + 0.5) / (document_frequency + 0.5))
+
+
+def fitting(question: str, passages: Sequence[Passage]) -> list[Passage]:
+    """The passages that can be the kind of answer the question asks for: no release-notes
+    entry unless it asks about versions, and one holding a number (one the question does
+    not already say) if it asks how many, how long, what size..."""
+    wants = answer_kinds(question)
+    asked = set(tokens(question))
+    return [p for p in passages
+            if ("version" in wants or not is_release_note(p.evidence.chunk.source_path,
+                                                           p.heading))
+            and ("number" not in wants or has_kind(p, frozenset({"number"}), asked))]
+
+
+def question_names(question: str) -> set[str]:
+    """Content words of the names the question uses (see _WORD): what it is about."""
+    names: set[str] = set()
+    for n, match in enumerate(_WORD.finditer(question)):
+        word = match.group().rstrip(".-/")
+        inner = word[1:]
+        if (n > 0 and any(c.isupper() for c in word)) or any(
+                c.isdigit() or c in "_./" for c in inner):
+            names |= content_words(word)
+    return names
+
+
+class AbstentionModel(BaseModel):
+    """Standardise, weight, sum, squash: answer when the probability reaches threshold."""
+
+    model_config = ConfigDict(extra="forbid")
+    features: list[str]
+    mean: list[float]
+    scale: list[float]
+    weights: list[float]
+    bias: float
+    threshold: float = 0.5
+    # The embedder whose similarities it was fitted on; empty = any. Under another embedder
+    # its cosines mean something else, so the pipeline falls back to the coverage gate.
+    embedding_model: str = ""
+    fitted_on: list[str] = []
+    cv: dict[str, float] = {}
+
+    def probability(self, values: dict[str, float]) -> float:
+        """Probability that the evidence answers the question."""
+        z = self.bias + sum(
+            w * (values.get(name, 0.0) - m) / (s or 1.0)
+            for name, m, s, w in zip(self.features, self.mean, self.scale, self.weights))
+        return 1.0 / (1.0 + math.exp(-max(min(z, 50.0), -50.0)))
+
+    def answerable(self, values: dict[str, float]) -> bool:
+        return self.probability(values) >= self.threshold
+
+
+def load_model(path: str = "") -> AbstentionModel:
+    """The fitted model at ``path`` (empty: the bundled one); ConfigError if unusable."""
+    target = Path(path) if path else BUNDLED_MODEL
+    try:
+        model = AbstentionModel.model_validate(json.loads(target.read_text(encoding="utf-8")))
+    except (OSError, ValueError, ValidationError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) else "not a fitted abstention model"
+        raise ConfigError(f"verification.abstention_model: {target}: {reason}") from None
+    lengths = {len(model.features), len(model.mean), len(model.scale), len(model.weights)}
+    unknown = set(model.features) - set(FEATURES)
+    if len(lengths) != 1 or unknown:
+        raise ConfigError(f"verification.abstention_model: {target}: features do not match "
+                          f"({', '.join(sorted(unknown)) or 'lengths differ'})")
+    return model

@@ -1,0 +1,64 @@
+"""What a first quote brings from around its best sentence: the opening of its section
+before it (docs state a section's point first, then explain), and for a how-question, the
+opening of the next section (docs set out a case, then show how under the next heading)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from rag.answer.scoring import Passage
+
+__all__ = ["next_section", "section_lead"]
+
+NEXT_SECTION_GAP = 4  # lines from a quote's end to the next section's first sentence
+
+
+def next_section(best: Passage, end: int, passages: Sequence[Passage]) -> Passage | None:
+    """For a how-question whose quote ends its section without showing how (no code):
+    the opening of the section that follows on the page, when only its heading lies
+    between. Docs set out a case ("In this case, you can override the dependency"), then
+    show how under the next heading ("Use the `app.dependency_overrides` attribute")."""
+    path = best.evidence.chunk.source_path
+    if any(p.evidence is best.evidence and p.section == best.section and p.lines[0] > end
+           for p in passages):
+        return None  # the quote stops inside its section
+    after = [p for p in passages if p.evidence.chunk.source_path == path
+             and 0 < p.lines[0] - end <= NEXT_SECTION_GAP and not p.sentence.continues
+             and (p.evidence is not best.evidence or p.section != best.section)]
+    return min(after, key=lambda p: p.lines[0]) if after else None
+
+
+# A sentence that opens by pointing back at the one before it.
+_REFERS_BACK = re.compile(r"(?i)^(?:so|then|thus|therefore|hence|consequently|as\s+a\s+result"
+                          r"|that\s+way|this\s+way|with\s+th(?:at|is)"
+                          r"|in\s+th(?:at|is)\s+case|because\s+of\s+th(?:at|is)|that|this|these"
+                          r"|those|it|and|but)\b")
+LEAD_WORDS = 30  # a section's opening this short before the best sentence is quoted too
+ENTRY_LEAD_WORDS = 60  # and a definition-list entry's (its term and first sentences)
+
+
+def section_lead(best: Passage, passages: Sequence[Passage]) -> list[Passage]:
+    """The sentences that open the best passage's section (or its definition-list entry)
+    before it, when the quote should start there: docs state a section's point first
+    ("You shouldn't pin starlette."), then explain, so a best sentence a few words into its
+    section is quoted from the start; an entry's first sentence names what it defines."""
+    same = sorted((p for p in passages if p.evidence is best.evidence
+                   and p.section == best.section
+                   and (not best.entry or p.group == best.group)),
+                  key=lambda p: p.order)
+    before = [p for p in same if p is not best and best in p.window]  # run on into best
+    # A list item that a sentence before it brought (it ends in ':') is quoted with it.
+    before = [p for p in before if not any(o is not p and o.lines[0] < p.lines[0]
+                                           and p.lines[1] <= o.lines[1] for o in before)]
+    limit = ENTRY_LEAD_WORDS if best.entry else LEAD_WORDS
+    if not before or before[0] is not same[0] or same[0].sentence.continues \
+            or (same[0].section < 0 and not best.entry) \
+            or sum(p.words for p in before) > limit:
+        # "So, the prefix in this case is `/items`." says what the sentence before it
+        # said: quote that one too.
+        last = before[-1] if before else None
+        return [last] if last is not None and last.window[0] is best \
+            and last.block.kind == "prose" and last.text == last.sentence.text \
+            and _REFERS_BACK.match(best.sentence.text) else []  # (a sentence, no list)
+    return before

@@ -1,0 +1,1 @@
+"""Answer evaluation: the metrics of the eval contract and `rag eval`."""

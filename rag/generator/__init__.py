@@ -1,0 +1,1 @@
+"""Generation: the Generator interface, the registry of backends, and the OpenAI-compatible and local backends."""

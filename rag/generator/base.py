@@ -1,0 +1,55 @@
+"""What every generator backend shares: the answer's shape and the Generator interface.
+
+It imports no backend, so each backend (rag.answer.extractive, rag.answer.passage, rag.generator.openai_compat,
+rag.generator.local.model) can build a GenerationResult without importing rag.generator.backends, which
+chooses among them: imports point from the chooser to the backends to this module only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Annotated, Protocol
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+
+if TYPE_CHECKING:
+    from rag.core.records import Evidence
+
+
+class ModelStatement(BaseModel):
+    """One sentence of the model's answer and the evidence labels that support it."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+    text: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1)]
+    evidence: list[str] = Field(min_length=1)
+
+
+class ModelAnswer(BaseModel):
+    """The model's structured answer exactly as the schema allows it."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+    statements: list[ModelStatement]
+    insufficient_evidence: bool
+
+
+@dataclass(frozen=True)
+class GenerationResult:
+    """A validated answer plus what it cost (tokens summed over all attempts)."""
+
+    answer: ModelAnswer
+    prompt_tokens: int
+    completion_tokens: int
+    attempts: int
+    model: str
+    # File lines (start, end) each statement quotes verbatim, when the generator knows them
+    # (the extractive one does); the verifier narrows those citations to these lines.
+    quotes: tuple[tuple[int, int] | None, ...] = ()
+
+
+class Generator(Protocol):
+    """A backend that answers from evidence; chosen by name in `rag.generator.backends.make_generator`."""
+
+    name: str
+
+    def generate(self, question: str, evidence: Sequence[Evidence]) -> GenerationResult: ...

@@ -1,0 +1,1 @@
+"""What users and agents call: the command line, the HTTP server, MCP and watch mode, each thin over the pipeline."""

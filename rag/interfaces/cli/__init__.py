@@ -1,0 +1,1 @@
+"""The `rag` command line: one thin command per library call, one line per error."""

@@ -1,0 +1,379 @@
+"""Markdown chunking: split one Source into heading-aware Chunks with exact line ranges.
+
+Line numbering. A file's text is normalised exactly once, in :func:`parse_document`: a
+leading UTF-8 BOM (``\\ufeff``) is removed, ``"\\r\\n"`` becomes ``"\\n"``, and the text is
+split on ``"\\n"``; a final line break does not start an extra empty line. Tabs and any
+lone ``"\\r"`` stay as they are. ``ParsedDoc.lines[i]`` is then line ``i + 1`` as an editor
+shows it, front matter included, and every Chunk keeps this invariant::
+
+    span_text(parsed.lines, chunk) == chunk.text
+
+that is ``"\\n".join(parsed.lines[chunk.start_line - 1 : chunk.end_line])``, except for a
+piece of one long line (below), whose ``start_col``/``end_col`` select its part of that
+line. So a citation can always be checked against the file.
+
+Rules (CommonMark where it matters for headings, simplified elsewhere):
+
+* Front matter: YAML (``---`` ... ``---`` or ``...``) or TOML (``+++`` ... ``+++``), only
+  when the opening delimiter is line 1 and a closing one exists. It never appears in chunk
+  text but counts in line numbers. A parse error gives ``{}``; the block is still skipped.
+* Headings: ATX (``#`` to ``######``, up to 3 leading spaces, optional closing ``#``s) and
+  setext (``===`` / ``---`` right under a paragraph of at most ``SETEXT_MAX_LINES``
+  lines). Lines inside fenced code blocks (```` ``` ```` or ``~~~``, 3+ chars, closed by
+  the same char at least as long) are never headings; a ``---`` after a blank line, a
+  fence, a heading, a list item or a block quote is a thematic break, not an underline.
+  A trailing attribute block such as ``{ #install }`` is left out of the heading name,
+  and a name over ``MAX_HEADING_CHARS`` is cut, ending in ``…``.
+* Heading path: the page title, then the names of the enclosing headings, joined by
+  ``" > "``. The page title is the front matter's ``title``; a heading equal to it (case
+  and spacing aside) at the top of a path is not repeated; a version marker before the
+  first heading (``{{< new-in 0.153.0 />}}``) joins it: ``Configure roles (New in
+  0.153.0)``. A page without ``title``
+  whose headings include an H1 has no extra root: its H1s are the roots, and text
+  before the first heading is under the first H1. A page with neither gets a name from
+  its file: the stem (the folder's name for ``index``, ``_index`` and ``README``), with
+  ``-`` and ``_`` as spaces and the first letter capitalised, so ``getting-started.md``
+  gives ``Getting started``.
+* Content: front matter, HTML comments, link reference definitions and docs-generator
+  markup (see :mod:`rag.reader.markup`) show no text to a reader. A chunk never starts or ends
+  with such a line, so none is made only of them; inside a chunk they stay (the text is
+  the file's lines). Their lines count in line numbers like any other.
+* Size (:mod:`rag.reader.sizing`): a section over ``max_tokens`` is split on blank lines outside
+  code fences, then on line boundaries; a single line over ``max_tokens`` is cut into
+  pieces at sentence ends (:mod:`rag.reader.sentences`). Such pieces share the line's number
+  (``start_line == end_line``) and carry ``start_col``/``end_col``: ``text`` is
+  ``line[start_col:end_col]`` (code points). Every piece keeps its section's heading path.
+* Merging: a chunk under ``min_tokens`` (say a heading directly followed by a subheading)
+  merges into the next one when the merged text still fits ``max_tokens``; merges chain.
+  The merged chunk's heading path is the deepest one that every merged section's path
+  either lies under or leads to: ``Install`` + ``Install > From source`` gives
+  ``Install > From source``, while ``A > B`` + ``A > C`` gives ``A``.
+* Leading and trailing lines without content are trimmed from each chunk; chunks
+  without content are dropped.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import tomllib
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import PurePosixPath
+from typing import Any
+
+import yaml
+
+from rag.core.records import Chunk
+from rag.reader.markup import display_lines, is_mdx, version_marker
+from rag.reader.sizing import Sizer, Span, Unit, heading_path, merge_small, trim
+from rag.reader.visibility import read_visibility
+
+HEADING_SEPARATOR = " > "
+# Raised whenever the rules change what chunks a file gives or what of a chunk is embedded
+# (rag.reader.markup's display); an index built under other rules re-chunks every file on the
+# next `rag index`, keeping a vector only where its chunk embeds the very same text.
+CHUNK_RULES = 11
+
+# Patterns are applied to single lines with fullmatch/match; cheap first-character checks
+# in _scan keep most lines away from them. None has two unbounded quantifiers that can
+# match the same characters next to each other, so each runs in linear time; trailing
+# blanks and closing `#`s are removed in code instead.
+_ATX = re.compile(r" {0,3}(#{1,6})(?:[ \t]+(.*))?")
+_ATTRIBUTES = re.compile(r"\{[ \t]*(?:[#.][^{}]*|/\*[^{}]*\*/[ \t]*)\}")  # {#id}, MDX {/*id*/}
+_FENCE_OPEN = re.compile(r" {0,3}(`{3,}|~{3,})(.*)")
+_FENCE_CLOSE = re.compile(r" {0,3}(`{3,}|~{3,})[ \t]*")
+_SETEXT = re.compile(r" {0,3}(?:=+|-+)[ \t]*")
+# List items, block quotes and HTML blocks: a `---` that follows them is a thematic break.
+_CONTAINER = re.compile(r" {0,3}(?:(?:[-+*]|\d{1,9}[.)])(?:[ \t]|$)|>|<[A-Za-z/!?])")
+_INDENTED_CODE = re.compile(r" {0,3}\t| {4}")
+
+SETEXT_MAX_LINES = 4  # a longer paragraph above `===` is text: a heading is not a page
+MAX_HEADING_CHARS = 200
+_INDEX_STEMS = frozenset({"index", "_index", "readme"})
+
+# The C loader parses the same YAML as yaml.safe_load, several times faster.
+_YAML_LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+@dataclass(frozen=True)
+class ParsedDoc:
+    """A file's lines (index 0 = line 1, breaks removed) and its front matter."""
+
+    lines: list[str]
+    front_matter: dict[str, Any]
+    body_start: int  # 1-based line number of the first line after the front matter
+    # Why a closed front-matter block could not be parsed (the YAML or TOML error).
+    front_matter_error: str | None = None
+
+
+def parse_document(text: str) -> ParsedDoc:
+    """Normalise line breaks and a BOM, split into lines and read the front matter."""
+    text = text.removeprefix("\ufeff").replace("\r\n", "\n")
+    lines = text.split("\n")
+    if lines[-1] == "":
+        lines.pop()  # a final line break ends the last line, it does not start a new one
+    front_matter, body_start, error = _front_matter(lines)
+    return ParsedDoc(lines=lines, front_matter=front_matter, body_start=body_start,
+                     front_matter_error=error)
+
+
+def _front_matter(lines: list[str]) -> tuple[dict[str, Any], int, str | None]:
+    opening = lines[0].rstrip() if lines else ""
+    closers = {"---": ("---", "..."), "+++": ("+++",)}.get(opening)
+    if closers is None:
+        return {}, 1, None
+    for i in range(1, len(lines)):
+        if lines[i].rstrip() in closers:
+            raw = "\n".join(lines[1:i])
+            try:
+                data = tomllib.loads(raw) if opening == "+++" else yaml.load(raw, _YAML_LOADER)
+            # ValueError also covers TOML syntax, out-of-range YAML dates and bad encodings.
+            except (yaml.YAMLError, ValueError, TypeError, RecursionError, OverflowError) as exc:
+                return {}, i + 2, f"{type(exc).__name__}: {str(exc).splitlines()[0]:.80}"
+            # An empty block, or one that reads as a scalar or list (a thematic break and
+            # prose), has no keys; the raw scan still catches a visibility line in it.
+            return (data if isinstance(data, dict) else {}), i + 2, None
+    return {}, 1, None  # no closing delimiter: a leading thematic break, not front matter
+
+
+def source_id_for(path: str) -> str:
+    """Stable id of a Source: sha256 of its relative path (as given), first 16 hex digits."""
+    return hashlib.sha256(path.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+
+
+def chunk_id_for(path: str, text: str, occurrence: int) -> str:
+    """Content-addressed id: same path, text and occurrence index give the same id.
+
+    ``occurrence`` counts earlier chunks of the same file with identical text, so
+    repeated passages in one file get distinct ids.
+    """
+    key = f"{path}\x00{occurrence}\x00{text}"
+    return hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+
+
+def chunk_document(
+    text: str,
+    path: str,
+    *,
+    max_tokens: int,
+    min_tokens: int,
+    count_tokens: Callable[[str], int],
+    visibility: tuple[str, ...] = (),
+) -> list[Chunk]:
+    """Split one Markdown file into Chunks (see the module docstring for the rules).
+
+    ``visibility`` applies to every chunk; when empty, the front matter's ``visibility``
+    is used, so a restricted file is never made public by a caller that forgot it
+    (UnclearVisibility, a ValueError, when the front matter names it unclearly).
+    """
+    if max_tokens < 1:
+        raise ValueError("max_tokens must be at least 1")
+    doc = parse_document(text)
+    lines = doc.lines
+    content = content_lines(doc, path)
+    sections, fenced = _sections(doc, path)
+    sizer = Sizer(lines, content, count_tokens, max_tokens)
+    units: list[Unit] = []
+    for start, end, path_names in sections:
+        span = trim(content, start, end)
+        if span is None:
+            continue
+        tokens = sizer.count_if_plausible(*span)
+        if tokens is not None and tokens <= max_tokens:
+            units.append(Unit(Span(span[0], span[1], tokens), (path_names,)))
+        else:
+            units.extend(Unit(piece, (path_names,)) for piece in sizer.split(*span, fenced))
+    units = merge_small(units, sizer, min_tokens)
+
+    groups = visibility or read_visibility(text, doc)
+    source_id = source_id_for(path)
+    seen: dict[str, int] = {}
+    chunks = []
+    for unit in units:
+        first, last, _, cols = unit.span
+        chunk_text = span_text(lines, first + 1, last + 1, *(cols or (None, None)))
+        occurrence = seen.get(chunk_text, 0)
+        seen[chunk_text] = occurrence + 1
+        chunk = Chunk(
+            chunk_id=chunk_id_for(path, chunk_text, occurrence), source_id=source_id,
+            source_path=path, text=chunk_text, start_line=first + 1, end_line=last + 1,
+            heading=HEADING_SEPARATOR.join(heading_path(unit.paths)) or None, visibility=groups,
+            start_col=cols[0] if cols else None, end_col=cols[1] if cols else None,
+        )  # fmt: skip
+        chunks.append(chunk)
+    return chunks
+
+
+def span_text(
+    lines: list[str], start_line: int, end_line: int,
+    start_col: int | None = None, end_col: int | None = None,
+) -> str:
+    """The text a chunk must equal: lines ``start_line..end_line`` (1-based, inclusive),
+    the first from ``start_col`` and the last up to ``end_col`` when those are given."""
+    if start_line == end_line and 1 <= start_line <= len(lines):  # one slice, no copies
+        return lines[start_line - 1][start_col:end_col]
+    part = lines[start_line - 1 : end_line]
+    if part and end_col is not None:
+        part[-1] = part[-1][:end_col]
+    if part and start_col is not None:
+        part[0] = part[0][start_col:]
+    return "\n".join(part)
+
+
+def content_lines(doc: ParsedDoc, path: str) -> list[bool]:
+    """For each line: does it show text to a reader (not blank, front matter or markup)?"""
+    body = doc.body_start - 1
+    shown = display_lines(doc.lines[body:], mdx=is_mdx(path))
+    return [False] * body + [bool(line.strip()) for line in shown]
+
+
+def no_chunks_reason(doc: ParsedDoc, path: str) -> str:
+    """Why a file gives no chunks: "empty", "only front matter" or "only markup"."""
+    if not any(line.strip() for line in doc.lines):
+        return "empty"
+    if not any(line.strip() for line in doc.lines[doc.body_start - 1 :]):
+        return "only front matter"
+    return "only comments, link definitions or markup"
+
+
+def page_title(front_matter: dict[str, Any]) -> str | None:
+    """The front matter's ``title`` as one line (None when absent or empty)."""
+    title = front_matter.get("title") if isinstance(front_matter, dict) else None
+    if isinstance(title, bool) or not isinstance(title, str | int | float):
+        return None
+    return _cap(" ".join(str(title).split())) or None
+
+
+def file_title(path: str) -> str:
+    """A readable page name from a file name: ``getting-started.md`` -> ``Getting started``."""
+    pure = PurePosixPath(path)
+    stem = pure.stem
+    if stem.lower() in _INDEX_STEMS and pure.parent.name:
+        stem = pure.parent.name
+    name = " ".join(stem.replace("-", " ").replace("_", " ").split()) or pure.name
+    return _cap(name[:1].upper() + name[1:])
+
+
+def _cap(name: str) -> str:
+    return name if len(name) <= MAX_HEADING_CHARS else name[: MAX_HEADING_CHARS - 1] + "…"
+
+
+def _same(a: str, b: str) -> bool:
+    return " ".join(a.split()).casefold() == " ".join(b.split()).casefold()
+
+
+def _heading_name(raw: str) -> str:
+    """Heading text without blanks around it and without a trailing ``{ #id }`` block (or
+    the ``{/*id*/}`` comment that MDX docs such as React's give a heading its id with)."""
+    name = raw.strip()
+    brace = name.rfind("{") if name.endswith("}") else -1
+    if brace >= 0 and _ATTRIBUTES.fullmatch(name, brace):
+        name = name[:brace].strip()
+    return _cap(name)
+
+
+def atx_heading(line: str) -> tuple[int, str] | None:
+    """(level, name) of an ATX heading line (``## Name {#id} ##``), else None.
+
+    The one heading rule: the chunker's heading paths and the answer side's passages both
+    read headings through it. Linear in the line's length, whatever the line holds.
+    """
+    atx = _ATX.fullmatch(line)
+    return (len(atx[1]), _atx_name(atx[2] or "")) if atx else None
+
+
+def _atx_name(rest: str) -> str:
+    """The name of an ATX heading from the text after its opening ``#``s."""
+    name = rest.rstrip(" \t")
+    without = name.rstrip("#")
+    if not without or without[-1] in " \t":  # a closing run of `#`s needs a blank before it
+        name = without
+    return _heading_name(name)
+
+
+def _is_thematic(line: str) -> bool:
+    """``***``, ``- - -``, ``___`` and the like: 3+ of one char, blanks allowed between."""
+    stripped = line.lstrip(" ")
+    if len(line) - len(stripped) > 3 or not stripped or stripped[0] not in "-*_":
+        return False
+    marks = stripped.replace(" ", "").replace("\t", "")
+    return len(marks) >= 3 and marks == stripped[0] * len(marks)
+
+
+def _scan(lines: list[str], body: int) -> tuple[list[tuple[int, int, str]], list[bool]]:
+    """Find headings as (first line, level, name) and mark lines inside code fences."""
+    fenced = [False] * len(lines)
+    headings: list[tuple[int, int, str]] = []
+    fence = ""  # the open fence's delimiter run, "" outside a fence
+    para: int | None = None  # first line of the paragraph a setext underline would close
+    blocked = False  # in a list item, quote or HTML block: no setext before a blank line
+    for i in range(body, len(lines)):
+        line = lines[i]
+        if fence:
+            fenced[i] = True
+            close = _FENCE_CLOSE.fullmatch(line)
+            if close and close[1][0] == fence[0] and len(close[1]) >= len(fence):
+                fence = ""
+            continue
+        stripped = line.lstrip(" ")
+        if not stripped.strip():
+            para, blocked = None, False
+            continue
+        first = stripped[0]
+        if first in "`~" and (opening := _FENCE_OPEN.fullmatch(line)):
+            if not (first == "`" and "`" in opening[2]):
+                fence, fenced[i], para = opening[1], True, None
+                continue
+        elif first == "#" and (atx := atx_heading(line)):
+            headings.append((i, *atx))
+            para, blocked = None, False
+            continue
+        elif (first in "=-" and para is not None and i - para <= SETEXT_MAX_LINES
+              and _SETEXT.fullmatch(line)):
+            name = " ".join(part.strip() for part in lines[para:i])
+            headings.append((para, 1 if first == "=" else 2, _heading_name(name)))
+            para = None
+            continue
+        if _CONTAINER.match(line):
+            para, blocked = None, True
+        elif _is_thematic(line):
+            para = None
+        elif para is None and not blocked and not _INDENTED_CODE.match(line):
+            para = i
+    return headings, fenced
+
+
+def _sections(
+    doc: ParsedDoc, path: str
+) -> tuple[list[tuple[int, int, tuple[str, ...]]], list[bool]]:
+    """Sections as (first line, last line, heading path), the page title at the root."""
+    lines, body = doc.lines, doc.body_start - 1
+    headings, fenced = _scan(lines, body)
+    title = page_title(doc.front_matter)
+    first_h1 = next((name for _, level, name in headings if level == 1 and name), None)
+    page = title or (None if first_h1 else file_title(path))
+    starts = [h[0] for h in headings] + [len(lines)]
+    # A version marker before the first heading dates the whole page (Hugo shows its
+    # badge under the title): it joins the title, so every chunk's path carries it.
+    marker = next((m for line in lines[body:starts[0]] if (m := version_marker(line))), "")
+    root = f"{page} ({marker})" if page and marker else page
+
+    def rooted(names: tuple[str, ...]) -> tuple[str, ...]:
+        if root is None:  # the page's H1s are its roots; an empty `#` falls back to the first
+            return names or (first_h1 or file_title(path),)
+        if not marker:
+            return names if names and _same(names[0], root) else (root, *names)
+        return (root, *(names[1:] if names and _same(names[0], page or "") else names))
+
+    sections: list[tuple[int, int, tuple[str, ...]]] = []
+    if starts[0] > body:  # text before the first heading is under the page's title
+        sections.append((body, starts[0] - 1, rooted(())))
+    stack: list[tuple[int, str]] = []
+    for (start, level, name), next_start in zip(headings, starts[1:], strict=True):
+        while stack and stack[-1][0] >= level:
+            stack.pop()
+        stack.append((level, name))
+        names = tuple(n for _, n in stack if n)  # empty headings ("#") add no name
+        sections.append((start, next_start - 1, rooted(names)))
+    return sections, fenced

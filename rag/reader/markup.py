@@ -1,0 +1,381 @@
+"""Docs-generator markup: what a reader of the rendered page never sees as text.
+
+The chunker keeps every chunk's ``text`` equal to the file's lines, markup included, so a
+citation can always be checked against the file. What the encoder embeds, and what an
+answer shows, should be the page as a reader sees it. :func:`display_lines` maps each
+line to that text, one output per input line so line numbers still apply; ``""`` means
+the line is pure markup. :func:`clean_markup` is the same for a block of text.
+
+What is removed (outside fenced code blocks unless said otherwise):
+
+* HTML comments ``<!-- ... -->``, also over several lines, and MDX comments ``{/* */}``.
+* Link reference definitions (``[foo]: /url "title"``); footnotes (``[^1]: ...``) stay.
+  Lines that only anchor a cross-reference (MkDocs ``[](){#strict-mode}``) or set the
+  attributes of a block (``{#field-wrap-validator}``, Hugo's ``{.no-wrap-first-col}``,
+  kramdown's ``{: .note .info}``).
+* Hugo shortcodes ``{{< name args >}}``, ``{{% name %}}`` and their closing forms, also
+  inside code blocks (Hugo expands them there too) and over several lines (up to
+  ``SHORTCODE_MAX_LINES``). The escaped form ``{{</* x */>}}``, which Hugo renders as
+  the literal text ``{{< x >}}``, is shown that way. A version marker such as
+  ``{{< new-in 0.140.0 />}}`` is shown as its words, "New in 0.140.0", as Hugo shows a badge.
+* Admonition and block markers, keeping their titles: MkDocs ``!!! note "Title"``,
+  ``??? tip`` and content tabs ``=== "pip"`` (their 4-space-indented content is shown
+  dedented), pymdownx blocks
+  ``/// note | Title`` ... ``///``, Docusaurus ``:::tip Title`` (or ``:::tip[Title]``)
+  ... ``:::``, and the block components of MDC (Nuxt Content): ``::tip``,
+  ``::read-more{to="/docs/x"}``, the closing ``::`` (their content stays).
+* Inside a terminal-session block (```` ```console ````), the tags that colour its output
+  (``<font color="#4E9A06">fastapi</font>``, ``<span style=...>``): a terminal shows the
+  text. Tags in any other code block are code (an HTML template) and stay.
+* Lines that start with an HTML or JSX tag lose their tags (``<TabItem value="x">``
+  gives ``""``, ``<summary>Why</summary>`` gives ``Why``); tags inside prose stay.
+* Whole-line file includes: pymdownx snippets (``--8<-- "file.md"``) and the
+  ``{* ../docs_src/app.py hl[3] *}`` and markdown-include ``{!> ../docs_src/app.js!}``
+  lines of FastAPI's docs (the page shows the file); inside a code block, snippets and
+  markdown-include lines.
+* MyST (Sphinx) admonition directives written as fences, ```` ```{note} ```` ... ```` ``` ````
+  or ``:::{note}`` ... ``:::``:
+  the fence lines and the ``:class: x`` options after the opener show nothing, the content
+  is prose, an argument stays ("```{admonition} Title" shows "Title"), and version
+  directives read as Sphinx shows them ("```{versionadded} 1.2" shows "New in version 1.2:").
+* Inside a code block, TypeScript twoslash markup (VitePress, Svelte, Vue docs): the lines
+  before ``// ---cut---`` (setup the page hides), after ``// ---cut-after---`` and between
+  ``// ---cut-start---`` and ``// ---cut-end---``; compiler directives such as
+  ``// @filename: a.ts`` and ``// @errors: 2345``; type-query marks (``//   ^?``).
+* Lines that are only Liquid or Jinja tags (Jekyll, GitBook): ``{% include note.html %}``,
+  ``{% hint style="info" %}`` ... ``{% endhint %}`` (the text between stays).
+* With ``mdx=True``: ``import`` and ``export`` statements at the start of a line.
+
+Everything here is a linear scan (``str.find`` and anchored patterns without nested or
+adjacent unbounded quantifiers), so no line can make it slow.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+from collections.abc import Sequence
+
+from rag.reader.fences import (
+    closes_fence,
+    fence_run,
+    hidden_code_lines,
+    is_include,
+    is_session_fence,
+    myst_admonitions,
+    session_line,
+)
+
+SHORTCODE_MAX_LINES = 20  # a `{{<` not closed within this many lines is plain text
+
+_LINK_DEFINITION = re.compile(
+    r" {0,3}\[(?!\^)[^\[\]]+\]:[ \t]*(?:<[^<>]*>|\S+)"
+    r"(?:[ \t]+(?:\"[^\"]*\"|'[^']*'|\([^()]*\)))?"
+)
+_MKDOCS = re.compile(
+    r" {0,3}(?:!!!|\?\?\?\+?)[ \t]+[\w-]+(?:[ \t]+[\w-]+)*(?:[ \t]+\"([^\"]*)\")?"
+)
+# An anchor for cross-references, an empty link with attributes: [](){#strict-mode}, or a
+# line of attributes for the block above it: {#field-wrap-validator}, {.no-wrap-first-col},
+# or kramdown's for the block below or above it: {: .note .info}
+_ANCHOR_LINE = re.compile(r"\[\]\(\)\{[^{}]*\}|\{[ \t]*[#.][^{}\s][^{}]*\}|\{:[^{}]*\}")
+_TABBED = re.compile(r' {0,3}={3}[!+]?[ \t]+"([^"]*)"')  # MkDocs content tab: === "pip"
+_PYMDOWNX = re.compile(r" {0,3}/{3,}(?:[ \t]*[\w-]+(?:[ \t]*\|(.*))?)?")
+_DOCUSAURUS = re.compile(r" {0,3}:{3,}(?:[\w-]+)?(.*)")
+_LIQUID_LINE = re.compile(r"(?:\{%[^{}]*%\}[ \t]*)+")  # {% include note.html %}, {% endhint %}
+_MDC = re.compile(r" {0,3}::(?:[A-Za-z][\w-]*(?:\{[^{}]*\})?)?[ \t]*")  # ::tip, ::read-more{to=x}, ::
+HTML_TAG = re.compile(r"</?[A-Za-z][\w.-]*(?:[ \t/][^<>]*)?>")  # not autolinks like <https://x>
+# An inline code span, `x` or ``x``: a whole run of backticks opens it and a run of the same
+# length closes it, so no start inside a run is tried (a line of backticks stays linear).
+CODE_SPAN = re.compile(r"(?<!`)(`+)(?!`)(.*?[^`])\1(?!`)")
+_MDX_STATEMENT = re.compile(r"(?:import|export)[ \t{*]")
+SHORTCODE_CLOSERS = {"<": ">}}", "%": "%}}"}  # opener kind -> its closer
+# A shortcode that marks when something arrived or went ({{< new-in 0.140.0 />}}): Hugo
+# renders it as a "New in v0.140.0" badge, so its words stay.
+_VERSION_ARGS = r"([A-Za-z][\w-]*)\s+[\"']?(v?\d+\.\d+(?:\.\d+)?)[\"']?\s*/?\s*"
+_VERSION_MARKER = re.compile(r"\s*" + _VERSION_ARGS)  # between {{< and >}}
+VERSION_SHORTCODE = re.compile(r"\{\{[<%]\s*" + _VERSION_ARGS + r"[%>]\}\}")
+
+
+def marker_words(match: re.Match[str]) -> str:
+    """A version shortcode as a reader sees it: "New in 0.140.0"."""
+    return f"{match[1].replace('-', ' ').replace('_', ' ').capitalize()} {match[2]}"
+
+
+def version_marker(line: str) -> str:
+    """The first version shortcode in a line as words, or "" when it has none."""
+    match = VERSION_SHORTCODE.search(line) if "{{" in line else None
+    return marker_words(match) if match else ""
+
+
+_MYST_NAME = re.compile(r"^\{[^{}]*\}\s*")  # {figure}, or Pandoc's {.callout-note}
+
+
+class _Scanner:
+    """State carried from line to line: open comment, shortcode, fence, admonition."""
+
+    def __init__(self, lines: Sequence[str], mdx: bool) -> None:
+        self.lines = lines
+        self.mdx = mdx
+        self.fence = ""
+        self.session = False  # the open fence shows a terminal session
+        self.in_comment = False
+        self.shortcode_until = -1  # last line of a multi-line shortcode being skipped
+        self.shortcode_closer = ""
+        self.indented = False  # inside the 4-space-indented body of an MkDocs admonition
+        self.hidden: frozenset[int] = frozenset()  # lines of the open code block not shown
+        self.admonitions = myst_admonitions(lines) if any("{" in line for line in lines) \
+            else {}  # MyST fence lines: what the page shows for each
+
+    def line(self, i: int) -> str:
+        line = self.lines[i]
+        if self.indented:
+            if line.startswith(("    ", "\t")):
+                line = line[1:] if line[0] == "\t" else line[4:]
+            elif line.strip():
+                self.indented = False
+        if i in self.admonitions:
+            return self.admonitions[i]
+        if self.fence:
+            if closes_fence(line, self.fence) and fence_run(line):
+                self.fence = ""
+                return line
+            if i in self.hidden:
+                return ""
+            line = self._shortcodes(line, i)
+            if is_include(line, in_code=True):
+                return ""  # the page shows the included file here, not this line
+            return session_line(line) if self.session else line
+        text = self._comments(self._shortcodes(line, i))
+        if not text.strip():
+            return ""
+        if self.fence == "" and (run := fence_run(text)):
+            self.fence, self.session = run, is_session_fence(text)
+            body = list(itertools.takewhile(lambda line: not closes_fence(line, run),
+                                            itertools.islice(self.lines, i + 1, None)))
+            self.hidden = frozenset(i + 1 + j for j in hidden_code_lines(body))
+            return text
+        return self._block_markup(text)
+
+    def _shortcodes(self, line: str, i: int) -> str:
+        out: list[str] = []
+        pos = 0
+        if i <= self.shortcode_until:
+            end = line.find(self.shortcode_closer)
+            if end < 0:
+                return ""
+            self.shortcode_until = -1
+            pos = end + 3
+        unclosed: set[str] = set()  # closers not found after some opener on this line
+        while True:
+            start = line.find("{{", pos)
+            if start < 0 or start + 2 >= len(line) or line[start + 2] not in "<%":
+                if start < 0:
+                    out.append(line[pos:])
+                    return "".join(out)
+                out.append(line[pos:start + 2])
+                pos = start + 2
+                continue
+            out.append(line[pos:start])
+            kind = line[start + 2]
+            closer = SHORTCODE_CLOSERS[kind]
+            end = -1 if closer in unclosed else line.find(closer, start + 3)
+            if end >= 0:
+                inner = line[start + 3:end]
+                if inner.startswith("/*") and inner.endswith("*/"):  # escaped: literal text
+                    out.append("{{" + kind + inner[2:-2] + closer[:1] + "}}")
+                elif marker := _VERSION_MARKER.fullmatch(inner):  # a reader sees "New in 0.140.0"
+                    out.append(marker_words(marker))
+                pos = end + 3
+                continue
+            escaped = line.startswith("/*", start + 3)  # literal text, whatever its length
+            if not escaped and closer not in unclosed and self._closes_later(i, closer):
+                self.shortcode_until, self.shortcode_closer = self._closing_line(i, closer), closer
+                return "".join(out)
+            unclosed.add(closer)
+            out.append(line[start:start + 3])  # never closed: plain text
+            pos = start + 3
+
+    def _closing_line(self, i: int, closer: str) -> int:
+        last = min(len(self.lines), i + 1 + SHORTCODE_MAX_LINES)
+        return next(j for j in range(i + 1, last) if closer in self.lines[j])
+
+    def _closes_later(self, i: int, closer: str) -> bool:
+        last = min(len(self.lines), i + 1 + SHORTCODE_MAX_LINES)
+        return any(closer in self.lines[j] for j in range(i + 1, last))
+
+    def _comments(self, line: str) -> str:
+        out: list[str] = []
+        pos = 0
+        while pos <= len(line):
+            if self.in_comment:
+                end = line.find("-->", pos)
+                if end < 0:
+                    break
+                self.in_comment, pos = False, end + 3
+                continue
+            start = line.find("<!--", pos)
+            if start < 0:
+                out.append(line[pos:])
+                break
+            out.append(line[pos:start])
+            self.in_comment, pos = True, start + 4
+        text = "".join(out)
+        if "{/*" in text:  # MDX comments
+            text = _drop_between(text, "{/*", "*/}")
+        return text if text.strip() else ""
+
+    def _block_markup(self, line: str) -> str:
+        stripped = line.strip()
+        if _LINK_DEFINITION.fullmatch(stripped) or _ANCHOR_LINE.fullmatch(stripped):
+            return ""
+        first = stripped[0]
+        if first in "!?" and (m := _MKDOCS.fullmatch(stripped)):
+            self.indented = True
+            return m[1] or ""
+        if first == "=" and (m := _TABBED.fullmatch(stripped)):
+            self.indented = True
+            return m[1]
+        if first == "/" and (m := _PYMDOWNX.fullmatch(stripped)):
+            return (m[1] or "").strip()
+        if first == ":" and (m := _DOCUSAURUS.fullmatch(stripped)):
+            title = m[1].strip().removeprefix("[").removesuffix("]").strip()
+            return _MYST_NAME.sub("", title)  # :::{figure} x, ::: {.callout-note}: a name
+        if first in ":{" and is_template_line(stripped):
+            return ""
+        if first == "<" and HTML_TAG.match(stripped):
+            return _drop_tags(line)
+        if self.mdx and _MDX_STATEMENT.match(line):
+            return ""
+        if is_include(stripped):
+            return ""
+        return line
+
+
+def is_anchor_line(line: str) -> bool:
+    """A line that only anchors a cross-reference or sets its block's attributes."""
+    return bool(_ANCHOR_LINE.fullmatch(line.strip()))
+
+
+def is_template_line(line: str) -> bool:
+    """A line that is only an MDC block component's marker (``::tip``, ``::``) or only
+    Liquid or Jinja tags (``{% include note.html %}``): the page shows nothing for it."""
+    stripped = line.strip()
+    return bool(_MDC.fullmatch(stripped) or _LIQUID_LINE.fullmatch(stripped))
+
+
+def _drop_between(text: str, opener: str, closer: str) -> str:
+    out: list[str] = []
+    pos = 0
+    while (start := text.find(opener, pos)) >= 0:
+        end = text.find(closer, start + len(opener))
+        if end < 0:
+            break
+        out.append(text[pos:start])
+        pos = end + len(closer)
+    out.append(text[pos:])
+    return "".join(out)
+
+
+def _drop_tags(line: str) -> str:
+    text = HTML_TAG.sub("", line)
+    return text if text.strip() else ""
+
+
+def display_lines(lines: Sequence[str], *, mdx: bool = False) -> list[str]:
+    """Each line as a reader of the rendered page sees it; ``""`` for pure markup.
+
+    One output per input line, so ``display_lines(lines)[n - 1]`` is line ``n`` shown
+    without markup. ``mdx`` also drops MDX ``import``/``export`` lines. Blank lines and
+    text inside fenced code blocks stay as they are (apart from Hugo shortcodes).
+    """
+    scanner = _Scanner(lines, mdx)
+    return [scanner.line(i) for i in range(len(lines))]
+
+
+def display_line(line: str, *, mdx: bool = False) -> str:
+    """One line without context (no open comment or fence before it); see display_lines."""
+    return display_lines([line], mdx=mdx)[0]
+
+
+def clean_markup(text: str, *, mdx: bool = False) -> str:
+    """``text`` without docs-generator markup: what the encoder embeds and answers show.
+
+    Lines that are pure markup are dropped, runs of blank lines become one, and the
+    result is stripped. Use :func:`display_lines` when line numbers must stay aligned.
+    """
+    lines = text.split("\n")
+    out: list[str] = []
+    for raw, shown in zip(lines, display_lines(lines, mdx=mdx), strict=True):
+        if shown.strip():
+            out.append(shown)
+        elif not raw.strip() and out and out[-1]:
+            out.append("")
+    return "\n".join(out).strip()
+
+
+def is_mdx(path: str) -> bool:
+    """True for files whose markup is MDX (``.mdx``)."""
+    return path.lower().endswith(".mdx")
+
+
+# --- a chunk that starts inside a code block --------------------------------------------------
+
+# A fence at any indent (inside a list item, tab or admonition); its run is group 1.
+ANY_FENCE = re.compile(r"^\s*(`{3,}|~{3,})")
+_WORD_TOKEN = re.compile(r"^[A-Za-z][a-z'’-]*[,.;:!?)]?$")
+# Markdown that never sits inside a code block: a list item, a table row, an image, a link.
+_MARKDOWN_LINE = re.compile(r"^\s*(?:[-*+]\s+\S|\d+[.)]\s+\S|\||!\[|\[[^\]]*\]\()")
+_SECTION = re.compile(r"^#{1,6}\s+\S")  # a chunk that opens with a heading starts in prose
+_CODE_LINE = re.compile(r"^\s|^[{}\[\]()\"'<>#@/=;]|[{}\[\](),;:]$|\s=\s"
+                        r"|^(?:from\s+[\w.]+\s+import|import\s+[\w.]+$|(?:async\s+)?def\s+\w+\("
+                        r"|class\s+\w+[(:]|return\b|print\()")
+CODE_LIKE_LINES = 2
+
+
+# What a sentence of prose never holds: an assignment, a call, a type union, an arrow, a
+# comment opening an indented line, a keyword argument in brackets.
+_CODE_MARK = re.compile(r"\s=\s|\w\(|\s\|\s|->|^\s+#\s|\[\w+=")
+
+
+def _prose(line: str) -> bool:
+    """A line that reads as a sentence: mostly plain words, six or more, no code marks."""
+    words = line.split()
+    return len(words) >= 6 and sum(map(bool, map(_WORD_TOKEN.match, words))) * 10 >= len(
+        words) * 6 and not _CODE_MARK.search(CODE_SPAN.sub("", line))  # spans aside
+
+
+def _names_language(fence: str) -> bool:
+    return bool(fence.strip().lstrip("`~").strip())
+
+
+def code_continuation(lines: Sequence[str]) -> int:
+    """How many lines at the top of a chunk continue a fenced code block that an earlier
+    chunk opened (a long block is split between chunks): 0 when the chunk starts in prose.
+
+    A fence that names a language ("```python") only ever opens a block. So when the
+    chunk's fences, paired from the top, would close a block with one, the chunk starts in
+    code. Otherwise the chunk alone cannot say for sure, and it is read as starting in code
+    only when the evidence agrees: its first fence is a bare one, every line before it is
+    code-like (at least two), and what follows the fence
+    is not code-like (a closing fence is followed by prose; an opening one by code). With
+    no fence at all, every line must be code-like. Anything that reads as prose, a list,
+    a table or a heading keeps it prose."""
+    fences = [i for i, line in enumerate(lines) if ANY_FENCE.match(line)]
+    end = fences[0] if fences else len(lines)
+    if fences and _names_language(lines[end]):
+        return 0  # "```python" opens a block
+    if any(_names_language(lines[i]) for i in fences[1::2]):
+        # Paired from the top, a fence that would close a block names a language, which
+        # only an opening fence does: the chunk starts inside a block its first fence closes.
+        return end + 1
+    before = [line for line in lines[:end] if line.strip()]
+    if len(before) < CODE_LIKE_LINES or _SECTION.match(before[0]) or not all(
+            _CODE_LINE.search(line) and not _prose(line) and not _MARKDOWN_LINE.match(line)
+            for line in before):
+        return 0
+    after = next((line for line in lines[end + 1:] if HTML_TAG.sub("", line).strip()), "")
+    if after and _CODE_LINE.search(after) and not _prose(after) \
+            and not _MARKDOWN_LINE.match(after) and not _SECTION.match(after):
+        return 0  # the fence opens a block: code follows it
+    return min(end + 1, len(lines))

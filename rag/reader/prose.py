@@ -1,0 +1,141 @@
+"""Sentences of a chunk's blocks: where one ends, and which are whole enough to quote.
+
+A paragraph is split at sentence ends ("e.g." and "i.e." are none); a fragment, a sentence
+cut short or one that only finishes the sentence before a code block is never a quote's
+start. Short sentences that state one fact ("Default is `75`.") join the sentence before
+them; a short first one ("Specify server port.") joins the one after it. Items and table
+rows are one sentence each. rag.reader.passages reads the blocks; rag.answer.quoting adds what a
+sentence ending in ":" brings.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from rag.core.text import leads_in
+from rag.reader.inline import clean_inline, row_text, show_links
+from rag.reader.passages import BULLET, NAME_HEADING, Block, is_labelled_fact, read_blocks
+
+# A sentence ends at ".", "!" or "?" before a space and a capital, code or a quote, but not
+# after "e.g." or "i.e." ("names (e.g. `robots.txt`) or ...") or "vs." and "cf.".
+_SENTENCE_END = re.compile(r"(?<=[.!?])(?<!\b[eE]\.g\.)(?<!\b[iI]\.e\.)(?<!\bvs\.)(?<!\bcf\.)\s+"
+                           r"(?=[A-Z0-9`\"'(\[*_])")
+_COMPLETE = re.compile(r"[.!?:;)\]\"'`*]$")
+# What may follow a sentence's last mark: emoji (and their variation selectors and joiners),
+# as in "...was added in FastAPI `0.102.0`. 🤓".
+_TRAILING_SYMBOLS = frozenset({"So", "Sk", "Mn", "Cf", "Zs"})
+
+
+def _complete(text: str) -> bool:
+    """Whether the sentence ends as a sentence does, emoji after its mark aside."""
+    end = len(text)
+    while end and unicodedata.category(text[end - 1]) in _TRAILING_SYMBOLS:
+        end -= 1
+    return bool(_COMPLETE.search(text[:end]))
+
+
+MIN_WORDS = 4
+FACT_WORD = re.compile(r"\d|`[^`]+`")  # a number or a code word: a short sentence's fact
+
+
+@dataclass(frozen=True)
+class Sentence:
+    """A quotable sentence (or item, or row) with its place and what follows it."""
+
+    text: str
+    first: int  # 0-based chunk lines
+    last: int
+    block: int  # index into the chunk's blocks
+    ends_block: bool
+    continues: bool = False  # "...the prefix must not include": it finishes what came before
+
+
+def sentences(blocks: Sequence[Block]) -> list[Sentence]:
+    out: list[Sentence] = []
+    for b_index, block in enumerate(blocks):
+        if block.kind == "code":
+            continue
+        if block.kind != "prose":
+            text = row_text(block.lines[0], block.header) if block.kind == "row" else \
+                show_links(clean_inline(BULLET.sub("", block.lines[0]) + " "
+                                        + " ".join(block.lines[1:])))
+            if len(text.split()) >= MIN_WORDS - 1 or is_labelled_fact(text):
+                out.append(Sentence(text.strip(), block.first, block.last, b_index, True))
+            continue
+        # The first paragraph of a section named by an identifier ("### `port`", then "Dev
+        # server listening port") describes that option, however short it is.
+        describes = block.heading_line >= 0 and bool(NAME_HEADING.match(
+            block.heading.rsplit(" > ", 1)[-1].strip())) and (
+            b_index == 0 or blocks[b_index - 1].heading_line != block.heading_line)
+        starts: list[int] = []  # char offset where each line begins in the joined text
+        joined = ""
+        for line in block.lines:
+            starts.append(len(joined))
+            joined += line + " "
+        pos = 0
+        parts = _SENTENCE_END.split(joined.strip())
+        kept_previous = False  # whether the part before this one was kept
+        opening: tuple[str, int] | None = None  # a short first sentence, and its first line
+        for n, part in enumerate(parts):
+            at = joined.find(part, pos)
+            pos = at + len(part)
+            first = block.first + max(k for k, s in enumerate(starts) if s <= at)
+            last = block.first + max(k for k, s in enumerate(starts) if s < pos)
+            text = show_links(clean_inline(part.strip()))
+            ends = n == len(parts) - 1
+            if opening is not None:
+                text, first = f"{opening[0]} {text}", opening[1]
+                opening = None
+            elif (n == 0 and not ends and len(text.split()) < MIN_WORDS and _complete(text)
+                  and text[:1].isupper() and not leads_in(text)):
+                # "Specify server port." opens an option's section: too short to quote
+                # alone, it is quoted with the sentence after it.
+                opening = (text, first)
+                continue
+            if (kept_previous and len(text.split()) < MIN_WORDS and FACT_WORD.search(text)
+                    and _complete(text) and not text[:1].islower()):
+                # "Default is `75`." is too short to quote alone, but it completes the
+                # sentence before it: quote it with that one.
+                prev = out[-1]
+                out[-1] = Sentence(f"{prev.text} {text}", prev.first, last, b_index, ends)
+                continue
+            kept_previous = False
+            # "...you write:" or "a new object would be created" opening a paragraph after a
+            # code block finishes the sentence that introduced the block: quotable as the
+            # rest of that quote, never as a quote's start.
+            continues = n == 0 and (text.startswith(("...", "…")) or text[:1].islower()
+                                    and b_index > 0 and (blocks[b_index - 1].kind == "code"
+                                                         or block.after_include))
+            # A short one ("...you write:") is kept only for the code it introduces.
+            shows_code = b_index + 1 < len(blocks) and blocks[b_index + 1].kind == "code"
+            # "To install `ruff`:" or "Valid values include:" is short, but the code or list
+            # it brings is the answer ("For example:" or "JSON:" says too little to stand for
+            # the code after it).
+            brings = blocks[b_index + 1].kind if ends and b_index + 1 < len(blocks) else ""
+            names_it = bool(FACT_WORD.search(text))  # a code word or number
+            lead = leads_in(text) and (
+                (brings == "code" and names_it)
+                or (brings == "item" and (names_it or len(text.split()) >= MIN_WORDS - 1)))
+            # "**Default**: `None`" alone in its paragraph states a value, as the item would.
+            # "HTTPX requires Python 3.9+": a paragraph of its own that states a fact (a
+            # number or a code word) is a statement, with or without its final stop.
+            labelled = ends and n == 0 and (is_labelled_fact(text) or text[:1].isupper() and (
+                describes and len(text.split()) >= 2
+                or len(text.split()) >= MIN_WORDS and bool(FACT_WORD.search(text))))
+            if not labelled and (
+                    len(text.split()) < (2 if continues and shows_code or lead else MIN_WORDS)
+                    or not _complete(text)
+                    or (text[:1].islower() or text.startswith(("...", "…"))) and not continues):
+                continue  # a fragment, or a sentence cut short
+            out.append(Sentence(text, first, last, b_index, ends, continues))
+            kept_previous = True
+    return out
+
+
+def split_sentences(text: str) -> list[str]:
+    """The sentences of a chunk's Markdown that a quote can start with, verbatim (code,
+    markup and "...and then" continuations skipped)."""
+    return [s.text for s in sentences(read_blocks(text)) if not s.continues]
