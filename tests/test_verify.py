@@ -326,6 +326,8 @@ def test_malformed_saved_answers_are_one_line_not_a_crash(client: TestClient, sa
         {"citations": [{**c, "start_line": float("inf")}]},
         {"citations": [{k: v for k, v in c.items() if k != "text"} | {"lines": ["a"]}]},
         {"citations": [c], "statements": 5},
+        {"citations": [c], "statements": ["a statement as a bare string"]},
+        {"citations": [{**c, "text": 5}]},
     ]
     for answer in bad_answers:
         body = json.dumps({"answer": answer}).replace("Infinity", "1e999")

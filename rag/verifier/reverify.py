@@ -109,6 +109,20 @@ def _line_no(value: Any) -> bool:
     return (isinstance(value, int) or value.is_integer()) and 1 <= value <= 10**9
 
 
+def _recorded_shape(c: dict[str, Any]) -> bool:
+    """The cited text as the schema says: a `text` string and/or a non-empty `lines` list
+    of objects whose `text`, where given, is a string."""
+    text, lines = c.get("text"), c.get("lines")
+    if text is None and lines is None:
+        return False
+    if text is not None and not isinstance(text, str):
+        return False
+    if lines is None:
+        return True
+    return isinstance(lines, list) and bool(lines) and all(
+        isinstance(x, dict) and isinstance(x.get("text", ""), str) for x in lines)
+
+
 def _citations(data: dict[str, Any]) -> list[dict[str, Any]]:
     """Every citation of a saved answer, once per (path, range); UsageError (one line, a
     4xx over HTTP) for anything that is not a saved answer's shape."""
@@ -119,7 +133,9 @@ def _citations(data: dict[str, Any]) -> list[dict[str, Any]]:
         raise UsageError("not a saved answer: `statements` is not a list")
     out = list(data["citations"])
     for statement in statements:
-        cited = statement.get("citations") or [] if isinstance(statement, dict) else []
+        if not isinstance(statement, dict):
+            raise UsageError("not a saved answer: a statement is not an object")
+        cited = statement.get("citations") or []
         out.extend(cited if isinstance(cited, list) else [None])
     seen: dict[tuple[str, int, int], dict[str, Any]] = {}
     for c in out:
@@ -128,6 +144,9 @@ def _citations(data: dict[str, Any]) -> list[dict[str, Any]]:
                 or not _line_no(c.get("start_line")) or not _line_no(c.get("end_line")):
             raise UsageError(f"citation {c!r:.60} lacks source_path, start_line or end_line "
                              "(a non-empty path and line numbers from 1)")
+        if not _recorded_shape(c):
+            raise UsageError(f"citation {c!r:.60} has no recorded `text` string or `lines` "
+                             "list of objects")
         c = {**c, "start_line": int(c["start_line"]), "end_line": int(c["end_line"])}
         seen.setdefault((path, c["start_line"], c["end_line"]), c)
     return list(seen.values())
