@@ -16,7 +16,7 @@ for: a release-notes entry ("Add Spanish translation for ...") answers "since wh
 version", not "how do I", and a question asking how many or how long needs a passage that
 holds a number. They form a small logistic model fitted
 by ``scripts/fit_abstention.py`` with cross-validation and stored as JSON
-(``rag/abstention.json`` by default; ``verification.abstention_model`` names another).
+(``rag/answer/abstention.json`` by default; ``verification.abstention_model`` names another).
 """
 
 from __future__ import annotations

@@ -83,7 +83,7 @@ class IndexSettings(_Section):
 class StoreSettings(_Section):
     kind: Literal["faiss", "postgres"] = Field(
         "faiss", description="faiss: an index folder (--index); postgres: one shared index in "
-        "PostgreSQL with pgvector, read by any number of servers (see README: Team set-up).",
+        "PostgreSQL with pgvector, read by any number of servers (see docs/team.md).",
     )
     dsn: str = Field(
         "", description="libpq connection string for the postgres store, e.g. "
@@ -201,7 +201,7 @@ class VerificationSettings(_Section):
     )
     abstention_model: str = Field(
         "", description="Fitted abstention model (JSON from scripts/fit_abstention.py); "
-        "empty = the bundled rag/abstention.json.",
+        "empty = the bundled rag/answer/abstention.json.",
     )
     min_question_coverage: float = Field(
         0.45, ge=0, le=1,

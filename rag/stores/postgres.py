@@ -7,7 +7,7 @@ two more have been made current (see pg_writer.KEEP_VERSIONS).
 
 Visibility is filtered in every query (``visibility = '{}' OR visibility && groups``), and
 the row-level security policy of ``rag_chunks`` hides restricted rows from a reader role as a
-second wall (README: Team set-up).
+second wall (docs/team.md).
 """
 
 from __future__ import annotations
