@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from rag.core.records import Chunk
 from rag.core.text import content_words, tokens
-from rag.reader.inline import show_links
+from rag.reader.inline import clean_inline, show_links
 
 # "first part ... second part": a quote may skip what lies between two pieces.
 _ELLIPSIS = re.compile(r"\s*(?:\.{3}|\u2026)\s*")
@@ -27,8 +27,9 @@ MIN_QUOTE_CONTENT_WORDS = 2
 
 
 def quote_words(text: str) -> list[str]:
-    """The words a quote is matched by: tokens without the underscores of ``_emphasis_``."""
-    return [w for t in tokens(text) if (w := t.strip("_"))]
+    """The words a quote is matched by: the text as the page shows it (links as their text,
+    entities as characters), tokenised, without the underscores of ``_emphasis_``."""
+    return [w for t in tokens(show_links(clean_inline(text))) if (w := t.strip("_"))]
 
 
 def quote_pieces(quote: str) -> list[str]:
@@ -52,7 +53,7 @@ def _chunk_words(chunk: Chunk) -> tuple[list[str], list[int]]:
     found: list[str] = []
     at: list[int] = []
     for n, line in enumerate(lines):
-        for word in quote_words(show_links(line)):
+        for word in quote_words(line):
             found.append(word)
             at.append(chunk.start_line + n if exact else -1)
     return found, at

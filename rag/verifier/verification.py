@@ -185,7 +185,9 @@ def check_support(
     lines a quoting generator took a statement from (it knows them; they are checked to lie
     inside the chunk). A statement is supported when it cites something, its quote is found
     there (or its lines are known), its score reaches ``threshold``, and, unless it is a
-    verbatim quote, it is not :func:`garbled`; ``reason`` says why when it is not.
+    verbatim quote, it is not :func:`garbled`, it agrees with its quote on numbers,
+    versions, identifiers, negation and names (rag.verifier.consistency), and the lines it
+    quotes hold ``threshold`` of its content words; ``reason`` says why when it is not.
     Unknown or forbidden labels raise CitationError (see verify_citations). Each citation
     is cut to the lines its quote covers.
     """
@@ -245,7 +247,36 @@ def _refusal(text: str, quote: str, cited: Sequence[Evidence], score: float, thr
         return located
     if quote != text and garbled(text):
         return "it reads as garbled output, not a sentence"
+    if quote == text:
+        return ""  # verbatim: it says exactly what the evidence says
+    from rag.verifier.consistency import inconsistency
+
+    evidence_text = "\n".join(f"{ev.chunk.source_path}\n{ev.chunk.heading or ''}\n{ev.chunk.text}"
+                              for ev in cited)
+    why = inconsistency(text, quote, evidence_text)
+    if why:
+        return why
+    # The lines the quote stands on, with their heading; a chunk that cannot say which of
+    # its lines a quote covers (a piece of one long line) counts whole.
+    passages = [f"{ev.chunk.heading or ''}\n" + (
+        cited_text(ev.chunk, *located[i]) if i in located else ev.chunk.text)
+        for i, ev in enumerate(cited) if i in located or _chunk_lines(ev.chunk) is None]
+    share = _share(text, passages or [quote])
+    if share < threshold:
+        return (f"only {share:.0%} of its words are in the lines it quotes "
+                f"(verification.support_threshold is {threshold:.0%})")
     return ""
+
+
+def _share(text: str, passages: Sequence[str]) -> float:
+    """Share of the text's content words found in the passages (as support_score counts)."""
+    claimed = content_words(text)
+    vocab: set[str] = set()
+    for passage in passages:
+        for word in words(passage):
+            vocab.add(word)
+            vocab.update(normalise(p) for p in parts(word))
+    return sum(_found(w, vocab) for w in claimed) / len(claimed) if claimed else 0.0
 
 
 def quote_lines(
@@ -272,3 +303,10 @@ def quote_lines(
     if start < 1 or end > len(lines) or span_text(lines, start, end, *cols) != expected:
         return [], f"{source_path} has changed since it was indexed; re-index to see the lines"
     return list(enumerate(expected.split("\n"), start=start)), None
+
+
+def overlap_supported(text: str, cited: Sequence[Evidence], *, threshold: float) -> bool:
+    """The check model statements had before quotes: at least ``threshold`` of the content
+    words occur in the cited evidence. Kept so the claims benchmark can compare the two."""
+    return len(content_words(text)) >= MIN_CONTENT_WORDS and \
+        support_score(text, cited) >= threshold
