@@ -251,7 +251,7 @@ def _verified(
             return []
         pairs = [(s.text, s.evidence) for s in answer.statements]
         return check_support(pairs, evidence, threshold=threshold, allowed_groups=groups,
-                             quotes=generated.quotes)
+                             quotes=generated.quotes, quoted=[s.quote for s in answer.statements])
 
     try:
         statements = check(result) if result else []

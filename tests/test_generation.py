@@ -317,3 +317,48 @@ def test_no_evidence_means_no_model_call() -> None:
     gen = OpenAIGenerator(settings(), base_url=f"http://127.0.0.1:{closed_port()}/v1")
     result = gen.generate(QUESTION, [])
     assert result.answer.insufficient_evidence is True and result.attempts == 0
+
+
+# --- quotes -------------------------------------------------------------------------------
+
+
+def test_the_model_is_asked_for_a_verbatim_quote_per_statement() -> None:
+    server, _ = run_ok([Reply(GOOD)])
+    body = server.requests[0]
+    statement = body["response_format"]["json_schema"]["schema"]["properties"]["statements"]
+    assert statement["items"]["required"] == ["text", "evidence", "quote"]
+    assert "quote" in body["messages"][0]["content"] and "copied exactly" in RULES
+
+
+def test_a_model_paraphrase_is_kept_only_when_its_quote_is_in_the_evidence() -> None:
+    # The model's answer goes through the same quote check as every answer: the quote is
+    # found word for word (case and punctuation aside), and the citation narrows to its line.
+    from rag.verifier.verification import check_support
+
+    lines = "Server\n\nThe server listens on *port 8080*\nby default.\nUse --port to change it."
+    shown = [make_evidence("E1", lines)]
+    reply = answer_json([
+        ("By default the port is 8080.", ["E1"], "listens on port 8080 by default"),
+        ("By default the port is 8080.", ["E1"], "listens on port 8000 by default"),
+        ("By default the port is 8080.", ["E1"]),  # no quote: it is not verbatim either
+    ])
+    _, result = run_ok([Reply(reply)], max_tokens=400)
+    statements = result.answer.statements
+    assert [s.quote for s in statements][:2] == ["listens on port 8080 by default",
+                                                 "listens on port 8000 by default"]
+    right, misquoted, unquoted = check_support(
+        [(s.text, s.evidence) for s in statements], shown, threshold=0.5,
+        quoted=[s.quote for s in statements])
+    assert right.supported and (right.citations[0].start_line, right.citations[0].end_line) \
+        == (12, 13)
+    assert not misquoted.supported and "'listens on port 8000 by default' is not in the cited" \
+        in misquoted.reason
+    assert not unquoted.supported and unquoted.citations[0].start_line == 10  # the chunk
+
+
+def test_an_answer_without_quotes_still_parses() -> None:
+    # A server that ignores the schema may leave the quote out: the answer is read, and the
+    # verifier, not the parser, decides (the statement must then be verbatim).
+    raw = json.dumps({"statements": [{"text": "Port 8080.", "evidence": ["E1"]}],
+                      "insufficient_evidence": False})
+    assert parse_answer(raw, ["E1"]).statements[0].quote == ""

@@ -22,6 +22,7 @@ from rag.core.records import Chunk, Evidence, SearchHit
 from rag.generator.backends import ModelAnswer, OpenAIGenerator, build_prompt
 from rag.generator.local import model as local_model
 from rag.generator.local.model import (
+    LOCAL_QUOTE,
     LOCAL_SENTENCE,
     LOCAL_STATEMENTS,
     LocalGenerator,
@@ -36,6 +37,7 @@ from rag.generator.local.model import (
     state_path,
 )
 from rag.generator.local.model_file import fast_copy
+from rag.verifier.verification import check_support
 from tests.fakes.fake_openai_server import FakeOpenAIServer, Reply, answer_json, closed_port
 
 FAKE_SCRIPT = Path(__file__).parent / "fakes" / "fake_openai_server.py"
@@ -370,6 +372,17 @@ def test_real_model_answers_with_shown_labels_only(real_server: LocalModelServer
     labels = {label for s in result.answer.statements for label in s.evidence}
     assert labels <= {"E1", "E2"}
     assert result.prompt_tokens > 100 and result.completion_tokens > 0
+    # Its statements go through the quote check like any model's: kept ones are cited at
+    # the lines their quote stands on, the others say why they were refused.
+    statements = result.answer.statements
+    checked = check_support([(s.text, s.evidence) for s in statements], evidence,
+                            threshold=0.5, quoted=[s.quote for s in statements])
+    for model_statement, statement in zip(statements, checked, strict=True):
+        assert statement.quote == (model_statement.quote or model_statement.text)
+        assert statement.supported != bool(statement.reason), statement
+        if statement.supported:
+            chunk = next(e.chunk for e in evidence if e.label == statement.citations[0].label)
+            assert statement.quote.split()[0] in chunk.text
 
 
 @pytest.mark.slow
@@ -399,6 +412,7 @@ def test_real_server_enforces_the_grammar(real_server: LocalModelServer) -> None
         assert len(answer.statements) <= LOCAL_STATEMENTS
         for statement in answer.statements:
             assert re.match(LOCAL_SENTENCE, statement.text), statement.text
+            assert re.match(LOCAL_QUOTE, statement.quote), statement.quote
             assert len(statement.evidence) == 1 and statement.evidence[0] in {"E1", "E2"}
     client.close()
 

@@ -29,9 +29,11 @@ class Scripted:
 
     name = "scripted"
 
-    def __init__(self, statements: list[tuple[str, list[str]]], insufficient: bool = False):
+    def __init__(self, statements: list[tuple[str, list[str]]] | list[tuple[str, list[str], str]],
+                 insufficient: bool = False):
         self.answer = ModelAnswer(
-            statements=[ModelStatement(text=t, evidence=labels) for t, labels in statements],
+            statements=[ModelStatement(text=s[0], evidence=s[1], quote=s[2] if len(s) > 2 else "")
+                        for s in statements],
             insufficient_evidence=insufficient)
         self.prompts: list[list[dict]] = []
 
@@ -73,8 +75,10 @@ def test_only_verified_supported_statements_reach_the_answer(docs, tmp_path, set
     ports = next(e for e in selected if "8080" in e.chunk.text)
     label = ports.label
     scripted.answer = ModelAnswer(statements=[
-        ModelStatement(text="The HTTP API listens on port 8080.", evidence=[label]),
-        ModelStatement(text="Database passwords rotate every night.", evidence=[label]),
+        ModelStatement(text="The HTTP API listens on port 8080.", evidence=[label],
+                       quote="8080 | HTTP API and web interface"),
+        ModelStatement(text="Database passwords rotate every night.", evidence=[label],
+                       quote="8080 | HTTP API and web interface"),
     ], insufficient_evidence=False)
     answer = pipeline.ask(PORT_QUESTION)
     assert answer.answer == "The HTTP API listens on port 8080."
@@ -137,25 +141,31 @@ def test_extractive_citations_name_exactly_the_quoted_lines(docs, tmp_path, sett
     assert (json_cite["start_line"], json_cite["end_line"]) == (c.start_line, c.end_line)
 
 
-def test_a_model_statement_found_verbatim_is_cited_at_its_lines(docs, tmp_path, settings,
-                                                                embedder):
+def test_model_statements_are_cited_at_the_lines_they_quote(docs, tmp_path, settings, embedder):
     pipeline = _extractive(docs, tmp_path, settings, embedder)
     hits = pipeline.retriever.search(PORT_QUESTION)
     selected = pipeline.select(PORT_QUESTION, hits, frozenset()).evidence
     ports = next(e for e in selected if "Ports below 1024" in e.chunk.text)
     pipeline._generator = Scripted([
         ("Ports below 1024 need root or the `CAP_NET_BIND_SERVICE` capability.", [ports.label]),
-        ("Low ports need root or an extra capability.", [ports.label]),  # a paraphrase
+        ("Low ports need root or an extra capability.", [ports.label],  # a paraphrase
+         "Ports below 1024 need root"),
+        ("Low ports need root or an extra capability.", [ports.label]),  # no quote
+        ("Low ports need root or an extra capability.", [ports.label],
+         "Ports under 1024 need root"),  # a quote with a changed word
     ])
     pipeline.generator_name = "scripted"
+    settings.verification.unsupported = "mark"
     answer = pipeline.ask(PORT_QUESTION)
     verbatim, paraphrase = answer.statements
     lines = (docs / "server-ports.md").read_text(encoding="utf-8-sig").splitlines()
     start, end = verbatim.citations[0].start_line, verbatim.citations[0].end_line
     assert "Ports below 1024" in lines[start - 1] and "CAP_NET_BIND_SERVICE" in lines[end - 1]
-    chunk = ports.chunk
     assert (paraphrase.citations[0].start_line, paraphrase.citations[0].end_line) == (
-        chunk.start_line, chunk.end_line)
+        start, start)
+    unquoted, misquoted = answer.to_dict()["unsupported"]
+    assert "not in the cited evidence" in unquoted["reason"]
+    assert "'Ports under 1024 need root'" in misquoted["reason"]
 
 
 def test_the_abstention_model_decides_before_any_model_call(docs, tmp_path, settings,

@@ -98,7 +98,7 @@ def test_right_fact_wrong_label_is_unsupported() -> None:
     [right, wrong] = check_support(
         [("The server listens on port 8000 by default.", ["E1"]),
          ("The server listens on port 8000 by default.", ["E2"])],
-        SHOWN, threshold=0.5,
+        SHOWN, threshold=0.5, quoted=["the development server listens on port 8000"] * 2,
     )
     assert right.supported and right.support_score >= 0.5
     assert not wrong.supported and wrong.support_score < 0.5
@@ -126,8 +126,9 @@ def test_empty_citations_are_unsupported_even_at_threshold_zero() -> None:
 
 def test_check_support_citing_several_uses_all_of_them() -> None:
     text = "The server listens on port 8000 and passwords come from DATABASE_URL."
-    [one] = check_support([(text, ["E1"])], SHOWN, threshold=0.8)
-    [both] = check_support([(text, ["E1", "E2"])], SHOWN, threshold=0.8)
+    quote = "listens on port 8000 ... read from the DATABASE_URL environment variable"
+    [one] = check_support([(text, ["E1"])], SHOWN, threshold=0.8, quoted=[quote])
+    [both] = check_support([(text, ["E1", "E2"])], SHOWN, threshold=0.8, quoted=[quote])
     assert not one.supported and both.supported
     assert [c.label for c in both.citations] == ["E1", "E2"]
 
@@ -203,8 +204,9 @@ REINDEX = ev("E1", "docs/reindexing.md",
 @pytest.mark.parametrize("statement", GARBLED)
 def test_degenerate_model_output_is_not_supported_though_its_words_are(statement: str) -> None:
     assert support_score(statement, [REINDEX]) >= 0.5
-    [checked] = check_support([(statement, ["E1"])], [REINDEX], threshold=0.5)
-    assert not checked.supported
+    [checked] = check_support([(statement, ["E1"])], [REINDEX], threshold=0.5,
+                              quoted=["run rag index on the same folder again"])
+    assert not checked.supported and checked.reason == "it reads as garbled output, not a sentence"
 
 
 @pytest.mark.parametrize("statement", [

@@ -115,6 +115,8 @@ class Statement:
     citations: tuple[Citation, ...]
     supported: bool = True
     support_score: float = 0.0
+    quote: str = ""  # the words of the evidence that back it (the text itself when verbatim)
+    reason: str = ""  # why it is not supported; empty when it is
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -122,6 +124,8 @@ class Statement:
             "citations": [c.to_dict() for c in self.citations],
             "supported": self.supported,
             "support_score": self.support_score,
+            "quote": self.quote,
+            "reason": self.reason,
         }
 
 

@@ -18,11 +18,14 @@ if TYPE_CHECKING:
 
 
 class ModelStatement(BaseModel):
-    """One sentence of the model's answer and the evidence labels that support it."""
+    """One sentence of the model's answer, the evidence labels that support it, and a short
+    verbatim quote from that evidence (pieces may be joined by "..."). The verifier finds the
+    quote in the evidence and cites its lines; a statement without one must be verbatim."""
 
     model_config = ConfigDict(extra="forbid", strict=True)
     text: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1)]
     evidence: list[str] = Field(min_length=1)
+    quote: Annotated[str, StringConstraints(strip_whitespace=True)] = ""
 
 
 class ModelAnswer(BaseModel):

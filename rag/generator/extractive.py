@@ -31,7 +31,7 @@ class ExtractiveGenerator:
     def generate(self, question: str, evidence: Sequence[Evidence]) -> GenerationResult:
         """Quote the best passage(s); each statement's quoted file lines ride along."""
         quotes = choose(question, self.scorer.passages(question, evidence))
-        statements = [ModelStatement(text=q.text, evidence=[q.label]) for q in quotes]
+        statements = [ModelStatement(text=q.text, evidence=[q.label], quote=q.text) for q in quotes]
         answer = ModelAnswer(statements=statements, insufficient_evidence=not statements)
         return GenerationResult(answer, 0, 0, 1, "extractive",
                                 quotes=tuple(q.lines for q in quotes))

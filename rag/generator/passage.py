@@ -16,7 +16,8 @@ class PassageGenerator:
 
     def generate(self, question: str, evidence: Sequence[Evidence]) -> GenerationResult:
         found = best_quote(question, evidence[0]) if evidence else None
-        statements = ([ModelStatement(text=found[0], evidence=[evidence[0].label])]
+        statements = ([ModelStatement(text=found[0], evidence=[evidence[0].label],
+                                      quote=found[0])]
                       if found else [])
         answer = ModelAnswer(statements=statements, insufficient_evidence=not statements)
         return GenerationResult(answer, 0, 0, 1, "passage",

@@ -105,7 +105,8 @@ def answer_lines(answer: Answer, docs_root: Path | None = None) -> list[Line]:
     if not answer.statements:  # "insufficient evidence", or a model's plain answer
         lines.append([(safe(answer.answer), "bold yellow" if answer.insufficient_evidence
                        else "bold")])
-    lines.extend([("[unsupported, not part of the answer] ", "red"), (safe(s.text), "")]
+    lines.extend([("[unsupported, not part of the answer] ", "red"), (safe(s.text), ""),
+                  (f" ({safe(s.reason)})" if s.reason else "", "dim")]
                  for s in answer.unsupported)
     if answer.insufficient_evidence and answer.evidence:
         lines += [[], [("Closest evidence:", "bold")]]

@@ -130,28 +130,6 @@ def cited_text(chunk: Chunk, start: int, end: int) -> str:
     return "\n".join(lines[start - chunk.start_line:end - chunk.start_line + 1])
 
 
-_SPACE = re.compile(r"\s+")
-
-
-def locate_quote(text: str, chunk: Chunk) -> tuple[int, int] | None:
-    """File lines of a statement the chunk holds verbatim (whitespace aside), found once."""
-    lines = _chunk_lines(chunk)
-    needle = _SPACE.sub(" ", text).strip()
-    if lines is None or len(needle.split()) < MIN_CONTENT_WORDS:
-        return None
-    flat, starts = "", []
-    for line in lines:
-        starts.append(len(flat))
-        flat += _SPACE.sub(" ", line).strip() + " "
-    at = flat.find(needle)
-    if at < 0 or flat.find(needle, at + 1) >= 0:
-        return None
-    end = at + len(needle) - 1
-    first = max(i for i, s in enumerate(starts) if s <= at)
-    last = max(i for i, s in enumerate(starts) if s <= end)
-    return chunk.start_line + first, chunk.start_line + last
-
-
 def narrow(citation: Citation, chunk: Chunk, lines: tuple[int, int] | None) -> Citation:
     """The citation cut to the quoted lines when they lie inside its chunk, else as it is."""
     if lines is None or _chunk_lines(chunk) is None:
@@ -198,36 +176,107 @@ def check_support(
     threshold: float,
     allowed_groups: frozenset[str] | None = None,
     quotes: Sequence[tuple[int, int] | None] = (),
+    quoted: Sequence[str] = (),
 ) -> list[Statement]:
-    """Verify every statement's labels and score it against exactly the evidence it cites.
+    """Verify every statement's labels, find its quote, and check it against both.
 
-    A statement is supported when it cites something, its score reaches ``threshold``, and,
-    unless it quotes the evidence verbatim, it is not :func:`garbled`.
-    Unknown or forbidden labels raise CitationError (see verify_citations). A statement
-    citing one label is cited line-precisely: at the lines it quotes (``quotes``, given by
-    the generator, checked to lie inside the chunk), or where the chunk holds it verbatim.
+    ``quoted`` holds each statement's quote (see rag.verifier.quotes); a statement without
+    one is its own quote, so it must stand in the evidence verbatim. ``quotes`` are the file
+    lines a quoting generator took a statement from (it knows them; they are checked to lie
+    inside the chunk). A statement is supported when it cites something, its quote is found
+    there (or its lines are known), its score reaches ``threshold``, and, unless it is a
+    verbatim quote, it is not :func:`garbled`, it agrees with its quote on numbers,
+    versions, identifiers, negation and names (rag.verifier.consistency), and the lines it
+    quotes hold ``threshold`` of its content words; ``reason`` says why when it is not.
+    Unknown or forbidden labels raise CitationError (see verify_citations). Each citation
+    is cut to the lines its quote covers.
     """
     by_label = {ev.label: ev for ev in evidence}
     out: list[Statement] = []
     for n, (text, labels) in enumerate(statements):
         citations = verify_citations(labels, evidence, allowed_groups=allowed_groups)
-        score = support_score(text, [by_label[c.label] for c in citations])
-        lines = quotes[n] if n < len(quotes) else None
-        if len(citations) == 1:
-            chunk = by_label[citations[0].label].chunk
-            lines = lines or locate_quote(text, chunk)
-            citations = [narrow(citations[0], chunk, lines)]
-        out.append(
-            Statement(
-                text=text,
-                citations=tuple(citations),
-                supported=bool(citations) and score >= threshold
-                and len(content_words(text)) >= MIN_CONTENT_WORDS
-                and (lines is not None or not garbled(text)),
-                support_score=score,
-            )
-        )
+        cited = [by_label[c.label] for c in citations]
+        score = support_score(text, cited)
+        quote = (quoted[n] if n < len(quoted) else "").strip() or text
+        hint = quotes[n] if n < len(quotes) else None
+        located = _locate(quote, hint, cited)
+        if not isinstance(located, str):
+            citations = [narrow(c, ev.chunk, located.get(i))
+                         for i, (c, ev) in enumerate(zip(citations, cited, strict=True))]
+        reason = _refusal(text, quote, cited, score, threshold, located)
+        out.append(Statement(text=text, citations=tuple(citations), supported=not reason,
+                             support_score=score, quote=quote, reason=reason))
     return out
+
+
+def _locate(quote: str, hint: tuple[int, int] | None,
+            cited: Sequence[Evidence]) -> dict[int, tuple[int, int]] | str:
+    """The lines the quote covers in each cited chunk (by position), or why it is not there.
+
+    Lines a quoting generator took the statement from (code knows them; a model cannot
+    give them) stand for its single citation; :func:`narrow` keeps them only inside it."""
+    from rag.verifier.quotes import find_quote
+
+    if hint is not None and len(cited) == 1:
+        return {0: hint}
+    if not cited:
+        return "it cites no evidence"
+    found = find_quote(quote, [ev.chunk for ev in cited])
+    if isinstance(found, str):
+        return found
+    spans: dict[int, tuple[int, int]] = {}
+    for piece in found:
+        if piece.lines is None:
+            continue
+        start, end = spans.get(piece.chunk, piece.lines)
+        spans[piece.chunk] = (min(start, piece.lines[0]), max(end, piece.lines[1]))
+    return spans
+
+
+def _refusal(text: str, quote: str, cited: Sequence[Evidence], score: float, threshold: float,
+             located: dict[int, tuple[int, int]] | str) -> str:
+    """Why the statement is not supported, or "" when it is."""
+    if not cited:
+        return "it cites no evidence"
+    if len(content_words(text)) < MIN_CONTENT_WORDS:
+        return "it states nothing that can be checked"
+    if score < threshold:
+        return (f"only {score:.0%} of its words are in the cited evidence "
+                f"(verification.support_threshold is {threshold:.0%})")
+    if isinstance(located, str):
+        return located
+    if quote != text and garbled(text):
+        return "it reads as garbled output, not a sentence"
+    if quote == text:
+        return ""  # verbatim: it says exactly what the evidence says
+    from rag.verifier.consistency import inconsistency
+
+    evidence_text = "\n".join(f"{ev.chunk.source_path}\n{ev.chunk.heading or ''}\n{ev.chunk.text}"
+                              for ev in cited)
+    why = inconsistency(text, quote, evidence_text)
+    if why:
+        return why
+    # The lines the quote stands on, with their heading; a chunk that cannot say which of
+    # its lines a quote covers (a piece of one long line) counts whole.
+    passages = [f"{ev.chunk.heading or ''}\n" + (
+        cited_text(ev.chunk, *located[i]) if i in located else ev.chunk.text)
+        for i, ev in enumerate(cited) if i in located or _chunk_lines(ev.chunk) is None]
+    share = _share(text, passages or [quote])
+    if share < threshold:
+        return (f"only {share:.0%} of its words are in the lines it quotes "
+                f"(verification.support_threshold is {threshold:.0%})")
+    return ""
+
+
+def _share(text: str, passages: Sequence[str]) -> float:
+    """Share of the text's content words found in the passages (as support_score counts)."""
+    claimed = content_words(text)
+    vocab: set[str] = set()
+    for passage in passages:
+        for word in words(passage):
+            vocab.add(word)
+            vocab.update(normalise(p) for p in parts(word))
+    return sum(_found(w, vocab) for w in claimed) / len(claimed) if claimed else 0.0
 
 
 def quote_lines(
@@ -254,3 +303,10 @@ def quote_lines(
     if start < 1 or end > len(lines) or span_text(lines, start, end, *cols) != expected:
         return [], f"{source_path} has changed since it was indexed; re-index to see the lines"
     return list(enumerate(expected.split("\n"), start=start)), None
+
+
+def overlap_supported(text: str, cited: Sequence[Evidence], *, threshold: float) -> bool:
+    """The check model statements had before quotes: at least ``threshold`` of the content
+    words occur in the cited evidence. Kept so the claims benchmark can compare the two."""
+    return len(content_words(text)) >= MIN_CONTENT_WORDS and \
+        support_score(text, cited) >= threshold

@@ -31,10 +31,13 @@ class Reply:
     completion_tokens: int = 7
 
 
-def answer_json(statements: list[tuple[str, list[str]]], insufficient: bool = False) -> str:
-    """A well-formed answer the way a model would write it."""
+def answer_json(statements: list[tuple[str, list[str]]] | list[tuple[str, list[str], str]],
+                insufficient: bool = False) -> str:
+    """A well-formed answer the way a model would write it: (text, labels[, quote]) each,
+    the quote being the text itself when not given."""
     return json.dumps({
-        "statements": [{"text": text, "evidence": labels} for text, labels in statements],
+        "statements": [{"text": s[0], "evidence": s[1], "quote": s[2] if len(s) > 2 else s[0]}
+                       for s in statements],
         "insufficient_evidence": insufficient,
     })
 

@@ -47,6 +47,8 @@ LOCAL_STATEMENTS = 2  # a third one was mostly the first again
 # JSON-schema pattern matches anywhere in the string otherwise. Bounded in the regex, not
 # with maxLength: llama.cpp's server silently drops a grammar llguidance cannot build.
 LOCAL_SENTENCE = r"^[A-Z`]([^\n 0-9]{0,23}|[^\n ]{0,9})( ([^\n 0-9]{1,24}|[^\n ]{1,10})){3,19}[.]$"
+# The quote: 3-24 words copied from the evidence, one line, with the same word bounds.
+LOCAL_QUOTE = r"^([^\n 0-9]{1,24}|[^\n ]{1,10})( ([^\n 0-9]{1,24}|[^\n ]{1,10})){2,23}$"
 STOP_GRACE_S = 5.0
 PR_SET_PDEATHSIG = 1
 
@@ -308,7 +310,8 @@ def local_answer_schema(labels: Sequence[str]) -> dict:
     The server decodes under it token by token, so SmolLM2 can only write: compact JSON
     (no whitespace to spend tokens on); each statement one sentence of 4 to 20 words
     that starts like a sentence and ends with a period (no copied headings or label lists);
-    exactly one cited label, from the enum of labels shown; at most
+    exactly one cited label, from the enum of labels shown; a quote of 3 to 24 words on one
+    line (the verifier checks it is the evidence's own words); at most
     ``LOCAL_STATEMENTS`` statements; and either statements with ``insufficient_evidence``
     false or none with it true (never both). Everything it allows still matches ModelAnswer.
     """
@@ -324,8 +327,9 @@ def local_answer_schema(labels: Sequence[str]) -> dict:
                  "properties": {"text": {"type": "string", "pattern": LOCAL_SENTENCE},
                                 "evidence": {"type": "array", "minItems": 1, "maxItems": 1,
                                              "items": {"type": "string",
-                                                       "enum": list(labels)}}},
-                 "required": ["text", "evidence"], "additionalProperties": False}
+                                                       "enum": list(labels)}},
+                                "quote": {"type": "string", "pattern": LOCAL_QUOTE}},
+                 "required": ["text", "evidence", "quote"], "additionalProperties": False}
     some = {"type": "array", "items": statement, "minItems": 1, "maxItems": LOCAL_STATEMENTS}
     none = {"type": "array", "maxItems": 0}
     options = [answer(some, False), answer(none, True)] if labels else [answer(none, True)]

@@ -62,6 +62,8 @@ class StatementOut(BaseModel):
     citations: list[CitationOut]
     supported: bool
     support_score: float
+    quote: str = Field("", description="The evidence's words that back the statement.")
+    reason: str = Field("", description="Why the statement is not supported; empty if it is.")
 
 
 class HitOut(BaseModel):

@@ -1,0 +1,146 @@
+"""Whether a statement says what its quote says, in the four ways a wrong claim most often
+differs from a right one while keeping most of its words:
+
+* **numbers** (with their units) and **versions**: every number the statement gives is in
+  its quote, and a unit written after it follows it there too ("30 seconds", not "30
+  minutes"; "3.8", not "3.10"); small number words read as digits ("two" is 2);
+* **code identifiers**: every code span, flag, option name, path or dotted, snake_case or
+  camelCase name in the statement is in its quote;
+* **negation**: the statement is negated ("not", "never", "no", "-n't", "cannot",
+  "without", "rather than", "instead", "missing", ...) exactly when its quote is;
+* **names**: a capitalised name inside a sentence (a product, a library, a company; a
+  CamelCase word such as "FastAPI" outside a code span is one too) is in
+  the evidence the statement cites, its heading and path included (a quote may say "it").
+
+Words are read through :mod:`rag.core.text`, so "the same word" means what it means in
+search and in the support score. Each check returns the reason a statement fails, or None.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from rag.core.text import normalise, parts, tokens
+from rag.verifier.quotes import quote_words
+
+# ("one", "once" and "single" also stand for no number: "a public one", "make one").
+_NUMBER_WORDS = {"zero": "0", "two": "2", "three": "3", "four": "4", "five": "5",
+                 "six": "6", "seven": "7", "eight": "8", "nine": "9", "ten": "10",
+                 "eleven": "11", "twelve": "12", "twice": "2",
+                 "hundred": "100", "thousand": "1000"}
+_UNITS = frozenset(
+    ["ms", "millisecond", "s", "sec", "second", "m", "min", "minute", "h", "hr", "hour", "day", "week", "month", "year", "b", "byte", "kb", "kib", "mb", "mib", "gb", "gib", "tb", "k", "px", "em", "rem", "pt", "percent", "%", "character", "char", "line", "item", "request", "worker", "process", "thread", "core", "time"])
+_HAS_DIGIT = re.compile(r"\d")
+_VERSION = re.compile(r"v?\d+(?:\.\d+)+|v\d+")
+# Code as prose writes it: a code span, a flag, or a word with inner dots, slashes,
+# underscores, colons or a camelCase hump ("app.get", "content/posts", "max_tokens",
+# "baseURL"); abbreviations such as "e.g." are not code.
+_CODE_SPAN = re.compile(r"(`+)(.+?)\1")
+_FLAG = re.compile(r"(?<![\w-])--?[A-Za-z][\w-]*")
+# (A capitalised CamelCase word, "FastAPI", is a name: the name check reads it.)
+_CODE_WORD = re.compile(r"(?<![\w`])(?:[A-Za-z_][\w-]*[./:_][\w./:-]*\w|[a-z]+[A-Z]\w*)")
+_ABBREVIATIONS = frozenset({"e.g", "i.e", "etc", "vs", "a.k.a", "u.s"})
+# Negation, and the words that say "not" without the word: "rather than", "instead of",
+# "otherwise", "missing", "unless" (a paraphrase of a negated sentence often uses them).
+_NEGATION = re.compile(r"(?i)\b(?:not|no|never|none|nothing|neither|nor|cannot|without|"
+                       r"nobody|nowhere|rather than|instead|otherwise|missing|unless)\b"
+                       r"|n[\u2019']t\b")
+# A capitalised word after a word (not opening a sentence, a list item or a quote).
+_NAME = re.compile(r"(?<=[\w,;)] )[A-Z][A-Za-z0-9]+")
+
+
+def _numeric(text: str) -> list[str]:
+    """The text's tokens with number words read as digits."""
+    return [_NUMBER_WORDS.get(t, t) for t in tokens(text)]
+
+
+def _number_parts(words: Sequence[str]) -> list[str]:
+    """Every number-bearing piece, so "5-minute" holds 5 and "v3.2" holds v3.2."""
+    out: list[str] = []
+    for word in words:
+        out.append(word)
+        out.extend(p for p in parts(word) if p != word)
+    return out
+
+
+_UNIT_WORDS = frozenset(normalise(u) for u in _UNITS)
+
+
+def _unit_after(words: Sequence[str], i: int) -> str | None:
+    if i + 1 < len(words) and normalise(words[i + 1]) in _UNIT_WORDS:
+        return normalise(words[i + 1])
+    return None
+
+
+def number_mismatch(statement: str, quote: str) -> str | None:
+    """Why the statement's numbers or versions are not its quote's, or None."""
+    said, held = _numeric(statement), _numeric(quote)
+    have = set(_number_parts(held))
+    for i, word in enumerate(said):
+        if not _HAS_DIGIT.search(word) or _CODE_WORD.fullmatch(word):
+            continue  # code ("http2", "utf-8") is the identifier check's part
+        kind = "version" if _VERSION.fullmatch(word) else "number"
+        bare = word.removeprefix("v") if kind == "version" else word
+        if word not in have and bare not in have and f"v{bare}" not in have:
+            return f"the {kind} {word} is not in its quote"
+        unit = _unit_after(said, i)
+        if unit and not any(w in (word, bare) and _unit_after(held, j) == unit
+                            for j, w in enumerate(held)):
+            return f"'{word} {said[i + 1]}' is not in its quote"
+    return None
+
+
+def _identifiers(text: str) -> list[str]:
+    found = [m.group(2) for m in _CODE_SPAN.finditer(text)]
+    prose = _CODE_SPAN.sub(" ", text)
+    found += _FLAG.findall(prose)
+    found += [w for w in _CODE_WORD.findall(prose) if w.lower().rstrip(".") not in _ABBREVIATIONS]
+    return found
+
+
+def _holds_run(needle: Sequence[str], hay: Sequence[str]) -> bool:
+    size = len(needle)
+    return any(list(hay[i:i + size]) == list(needle) for i in range(len(hay) - size + 1))
+
+
+def identifier_mismatch(statement: str, quote: str) -> str | None:
+    """Why a code identifier in the statement is not in its quote, or None."""
+    held = quote_words(quote)
+    for name in _identifiers(statement):
+        needle = quote_words(name)
+        if needle and not _holds_run(needle, held):
+            return f"the identifier {name!r} is not in its quote"
+    return None
+
+
+def negated(text: str) -> bool:
+    """Whether the text says "not" in any of its usual forms."""
+    return bool(_NEGATION.search(_CODE_SPAN.sub(" ", text)))
+
+
+def negation_mismatch(statement: str, quote: str) -> str | None:
+    """Why the statement's negation differs from its quote's, or None."""
+    if negated(statement) == negated(quote):
+        return None
+    if negated(statement):
+        return "it negates what its quote states"
+    return "its quote is negated but the statement is not"
+
+
+def name_mismatch(statement: str, evidence: str) -> str | None:
+    """Why a name in the statement is nowhere in the cited evidence, or None."""
+    have = {normalise(w) for w in tokens(evidence)}
+    have |= {normalise(p) for w in tokens(evidence) for p in parts(w)}
+    for name in _NAME.findall(_CODE_SPAN.sub(" ", statement)):
+        word = normalise(name.casefold())
+        if word not in have:
+            return f"the name {name!r} is not in the cited evidence"
+    return None
+
+
+def inconsistency(statement: str, quote: str, evidence: str) -> str | None:
+    """The first way the statement disagrees with its quote (or, for names, with the
+    evidence it cites), or None when it agrees in all four."""
+    return (number_mismatch(statement, quote) or identifier_mismatch(statement, quote)
+            or negation_mismatch(statement, quote) or name_mismatch(statement, evidence))
