@@ -95,3 +95,12 @@ def test_visibility_applies_to_every_format(mixed: Path, tmp_path: Path) -> None
         allowed = rag.search(query, index=tmp_path / "index", k=20, groups=[group])
         assert all(h.chunk.source_path != rel for h in public)
         assert any(h.chunk.source_path == rel for h in allowed)
+
+
+def test_notebook_citations_name_the_cell_and_its_lines(mixed: Path, tmp_path: Path) -> None:
+    from rag.interfaces.render import render_answer
+
+    rag.index(mixed, tmp_path / "index")
+    answer = rag.ask(CASES[2][0], index=tmp_path / "index")
+    shown = render_answer(answer, mixed)
+    assert "demo.ipynb:37-37 [cell 3, line 3]" in shown

@@ -28,7 +28,7 @@ from rag.reader.passages import Block, read_blocks
 from rag.reader.visibility import read_visibility
 
 __all__ = ["FileBlock", "Formats", "Reader", "UnreadableFile", "chunk_file", "file_lines",
-           "folder_formats", "quote_blocks", "reader_for", "search_text", "visibility_of"]
+           "folder_formats", "place_in_file", "quote_blocks", "reader_for", "search_text", "visibility_of"]
 
 
 class MarkdownReader(Reader):
@@ -134,6 +134,22 @@ def file_lines(text: str, rel: str) -> list[str]:
         except UnreadableFile:
             return split_lines(text)
     return parse_document(text).lines
+
+
+def place_in_file(rel: str, lines: list[str], start: int, end: int) -> str | None:
+    """Where cited lines sit in the document as its author sees it, when the file's own
+    line numbers do not say: in a notebook, ``cell 3, lines 2-4``; None otherwise."""
+    if reader_for(rel).name != "notebook":
+        return None
+    from rag.reader.formats.notebook import cell_of
+
+    first, last = cell_of(lines, start), cell_of(lines, end)
+    if first is None:
+        return None
+    if last is None or last[0] != first[0]:
+        return f"cell {first[0]}, from line {first[1]}"
+    span = f"line {first[1]}" if first[1] == last[1] else f"lines {first[1]}-{last[1]}"
+    return f"cell {first[0]}, {span}"
 
 
 def chunk_file(
