@@ -165,3 +165,26 @@ def test_notebook_cell_of_a_one_string_source(tmp_path: Path) -> None:
     title = lines.index("# Title") + 1
     words = lines.index("Some words here.") + 1
     assert cell_of(lines, title) == (1, 1) and cell_of(lines, words) == (2, 1)
+
+
+@pytest.mark.parametrize("name", ["flask", "notebooks"])
+def test_every_chunk_of_a_real_corpus_is_its_files_lines(name: str) -> None:
+    from tests.conftest import corpus_dir
+
+    root = corpus_dir(name)
+    formats = folder_formats(root)
+    read = 0
+    for path in sorted(root.rglob("*")):
+        rel = path.relative_to(root).as_posix()
+        if path.suffix not in (".rst", ".ipynb", ".txt"):
+            continue
+        text = path.read_text(encoding="utf-8-sig")
+        chunks = chunk_file(text, rel, formats.reader(rel), max_tokens=220, min_tokens=24,
+                            count_tokens=count, visibility=())
+        lines = file_lines(text, rel)
+        for c in chunks:
+            assert span_text(lines, c.start_line, c.end_line, c.start_col, c.end_col) == c.text
+            for block in quote_blocks(c):
+                assert 0 <= block.first <= block.last < c.end_line - c.start_line + 1
+        read += bool(chunks)
+    assert read >= 40
