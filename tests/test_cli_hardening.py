@@ -194,13 +194,13 @@ def test_unknown_rag_variable_gets_one_warning(hostile: Path):
 # --- docs folder and visibility patterns ---------------------------------------------------
 
 
-def test_docs_folder_without_markdown_writes_no_index(tmp_path: Path, fake_embedder):
+def test_docs_folder_without_docs_files_writes_no_index(tmp_path: Path, fake_embedder):
     docs = tmp_path / "docs"
     docs.mkdir()
-    (docs / "notes.txt").write_text("not markdown", encoding="utf-8")
+    (docs / "notes.csv").write_text("not,docs", encoding="utf-8")
     code, _, err = run("index", str(docs), "--index", str(tmp_path / "index"))
     assert code == 5
-    assert_one_line(err, "has no Markdown files")
+    assert_one_line(err, "has no docs files")
     assert not (tmp_path / "index" / "CURRENT").exists()
 
 
@@ -209,7 +209,7 @@ def test_emptied_docs_folder_keeps_the_old_index(tmp_path: Path, hostile: Path):
     empty = tmp_path / "empty"
     empty.mkdir()
     code, _, err = run("index", str(empty), "--index", str(hostile))
-    assert code == 5 and "has no Markdown files" in err
+    assert code == 5 and "has no docs files" in err
     assert (hostile / "CURRENT").read_text(encoding="utf-8") == before
     code, out, _ = run("search", "tidewatch port", "--index", str(hostile), "--json")
     assert code == 0 and out  # still searchable

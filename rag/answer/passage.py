@@ -18,8 +18,9 @@ from rag.answer.questions import query_terms, terms
 from rag.answer.quoting import code_fence
 from rag.core.records import Evidence
 from rag.core.text import word_count
+from rag.reader.formats import quote_blocks
 from rag.reader.inline import clean_inline, show_links
-from rag.reader.passages import Block, read_blocks
+from rag.reader.passages import Block
 
 # Longest quote, in words: about what a reader takes in at a glance (a long list or code
 # block is cut at a line boundary).
@@ -136,7 +137,7 @@ def best_passage(question: str, blocks: Sequence[Block]) -> Unit | None:
 def best_quote(question: str, top: Evidence) -> tuple[str, tuple[int, int]] | None:
     """The best passage of one evidence section as (text, its first and last file line)."""
     chunk = top.chunk
-    unit = best_passage(question, read_blocks(chunk.text, chunk.start_line == 1))
+    unit = best_passage(question, quote_blocks(chunk))
     if unit is None:
         return None
     text, last = _capped(unit)

@@ -24,7 +24,8 @@ from rag.answer.questions import terms as _terms
 from rag.answer.quoting import attachment, quote
 from rag.core.records import Evidence
 from rag.core.text import tokens, word_count
-from rag.reader.passages import BULLET, FACT, NAME_HEADING, Block, is_labelled_fact, read_blocks
+from rag.reader.formats import quote_blocks
+from rag.reader.passages import BULLET, FACT, NAME_HEADING, Block, is_labelled_fact
 from rag.reader.prose import Sentence, sentences
 
 __all__ = ["Passage", "PassageScorer", "answer_bonus", "defines_term", "has_kind", "is_release_note",
@@ -111,7 +112,7 @@ class PassageScorer:
         found: list[Passage] = []
         for rank, ev in enumerate(evidence):
             chunk = ev.chunk
-            blocks = read_blocks(chunk.text, chunk.start_line == 1)
+            blocks = quote_blocks(chunk)
             in_chunk: list[Passage] = []
             for sentence in sentences(blocks):
                 attached = attachment(blocks, sentence)

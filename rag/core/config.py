@@ -30,7 +30,11 @@ class _Section(BaseModel):
 class DocsSettings(_Section):
     root: str = Field("corpus", description="Docs folder indexed when `rag index` gets none.")
     extensions: list[str] = Field(
-        [".md", ".markdown", ".mdx"], description="File suffixes treated as Markdown Sources."
+        [".md", ".markdown", ".mdx", ".rst", ".rest", ".ipynb", ".html", ".htm", ".txt"],
+        description="File suffixes read as Sources. Each is read by its format's reader "
+        "(.rst and .rest reStructuredText, .ipynb notebooks, .html and .htm HTML, .txt plain "
+        "text unless a Sphinx conf.py names it as reStructuredText; any other suffix "
+        "Markdown). With .rst listed, the suffixes a Sphinx conf.py names are read too.",
     )
     max_file_bytes: int = Field(
         20_000_000, gt=0, description="Larger files are skipped with a warning."

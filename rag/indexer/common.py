@@ -29,10 +29,19 @@ from rag.core.records import Chunk
 from rag.indexer.embedding import Embedder
 from rag.reader.chunking import (
     CHUNK_RULES,
-    chunk_document,
+    ParsedDoc,
     no_chunks_reason,
     parse_document,
     source_id_for,
+)
+from rag.reader.formats import (
+    Formats,
+    Reader,
+    UnreadableFile,
+    chunk_file,
+    folder_formats,
+    search_text,
+    visibility_of,
 )
 from rag.reader.markup import clean_markup, is_mdx
 from rag.reader.visibility import UnclearVisibility, read_visibility, visibility_warnings
@@ -55,6 +64,7 @@ class IndexReport:
     chunks_embedded: int = 0
     chunks_reused: int = 0
     no_chunks: dict[str, int] = field(default_factory=dict)  # reason -> files that gave none
+    formats: dict[str, int] = field(default_factory=dict)  # reader name -> files it read
     seconds: float = 0.0
     version: str = ""
 
@@ -68,7 +78,14 @@ class IndexReport:
             f"{len(self.removed)} removed, {len(self.unchanged)} unchanged{renamed}; "
             f"chunks: {self.chunks_embedded} embedded, {self.chunks_reused} reused, "
             f"{self.chunks_total} in index; {self.seconds:.2f} s"
-        ) + self.no_chunks_line()
+        ) + self.formats_line() + self.no_chunks_line()
+
+    def formats_line(self) -> str:
+        """'\nformats: 70 rst, 5 text' when a file other than Markdown was read, else ''."""
+        if set(self.formats) <= {"markdown"}:
+            return ""
+        counts = sorted(self.formats.items(), key=lambda item: (-item[1], item[0]))
+        return "\nformats: " + ", ".join(f"{n} {name}" for name, n in counts)
 
     def no_chunks_line(self) -> str:
         """'\\n3 files gave no chunks: 2 only front matter, 1 empty', or '' when none."""
@@ -83,7 +100,8 @@ class IndexReport:
 def embed_text(chunk: Chunk) -> str:
     """What the encoder sees: the heading path, for context, then the text as a reader sees
     it (docs-generator markup, comments and link definitions left out: rag.reader.markup)."""
-    text = clean_markup(chunk.text, mdx=is_mdx(chunk.source_path))
+    shown = search_text(chunk)
+    text = clean_markup(chunk.text, mdx=is_mdx(chunk.source_path)) if shown is None else shown
     return f"{chunk.heading}\n{text}" if chunk.heading else text
 
 
@@ -181,13 +199,15 @@ def chunk_folder(
 ) -> tuple[list[Chunk], dict[str, store.FileEntry]]:
     """Walk the docs folder and chunk what changed since ``old`` (any store's version with
     a manifest and chunks); IndexingError, with nothing written, when it holds no Markdown."""
-    files, aliases, report.warnings = walk_sources(docs_root, settings.docs.extensions)
+    formats = folder_formats(docs_root)
+    extensions = formats.extensions(settings.docs.extensions)
+    files, aliases, report.warnings = walk_sources(docs_root, extensions)
     if not files:  # nothing written: an existing index stays as it was
-        raise IndexingError(f"docs folder {docs_root} has no Markdown files "
-                            f"({', '.join(settings.docs.extensions)}); nothing to index")
+        raise IndexingError(f"docs folder {docs_root} has no docs files "
+                            f"({', '.join(extensions)}); nothing to index")
     paths = [rel for rel, _ in files] + [a for links in aliases.values() for a in links]
     report.warnings += unmatched_patterns(paths, settings)
-    return _chunk_files(files, aliases, old, settings, embedder, report)
+    return _chunk_files(files, aliases, old, settings, embedder, report, formats)
 
 
 def _chunk_files(
@@ -197,6 +217,7 @@ def _chunk_files(
     settings: Settings,
     embedder: Embedder,
     report: IndexReport,
+    formats: Formats,
 ) -> tuple[list[Chunk], dict[str, store.FileEntry]]:
     old_files = old.manifest.files if old else {}
     old_chunks = {c.chunk_id: c for c in old.chunks} if old else {}
@@ -213,14 +234,19 @@ def _chunk_files(
             continue
         digest = sha256_hex(raw)
         prior = old_files.get(rel)
-        parsed = parse_document(text)
+        reader = formats.reader(rel)
         try:
-            front = list(read_visibility(text, parsed))
+            parsed, front = _read_head(text, rel, reader)
         except UnclearVisibility as exc:
             # Indexing it would make a restricted file public: leave it out until fixed.
             report.warnings.append(f"skipped {rel}: {exc}")
             no_chunks["skipped (see warnings)"] += 1
             continue
+        except UnreadableFile as exc:
+            report.warnings.append(f"skipped {rel}: {exc}")
+            no_chunks["skipped (see warnings)"] += 1
+            continue
+        report.formats[reader.name] = report.formats.get(reader.name, 0) + 1
         report.warnings.extend(f"{rel}: {why}" for why in visibility_warnings(text, parsed))
         links = aliases.get(rel, [])
         if prior is not None and prior.content_hash == digest and same_rules:
@@ -241,13 +267,18 @@ def _chunk_files(
             report.warnings.append(_conflict(rel, links))
             no_chunks["skipped (see warnings)"] += 1
             continue
-        new = chunk_document(
-            text, rel,
-            max_tokens=settings.chunking.max_tokens,
-            min_tokens=settings.chunking.min_tokens,
-            count_tokens=embedder.count_tokens,
-            visibility=visibility,
-        )
+        try:
+            new = chunk_file(
+                text, rel, reader,
+                max_tokens=settings.chunking.max_tokens,
+                min_tokens=settings.chunking.min_tokens,
+                count_tokens=embedder.count_tokens,
+                visibility=visibility,
+            )
+        except UnreadableFile as exc:
+            report.warnings.append(f"skipped {rel}: {exc}")
+            no_chunks["skipped (see warnings)"] += 1
+            continue
         if not new:
             no_chunks[no_chunks_reason(parsed, rel)] += 1
         chunks.extend(new)
@@ -259,6 +290,17 @@ def _chunk_files(
     report.renamed = [(by_hash[entries[p].content_hash], p) for p in report.added
                       if entries[p].content_hash in by_hash]
     return chunks, entries
+
+
+def _read_head(text: str, rel: str, reader: Reader) -> tuple[ParsedDoc, list[str]]:
+    """The file parsed for its front matter, and the groups it restricts itself to
+    (UnclearVisibility, UnreadableFile). Markdown as it always was; another format from
+    the lines its reader numbers (rag.reader.formats.visibility_of)."""
+    if reader.name == "markdown":
+        parsed = parse_document(text)
+        return parsed, list(read_visibility(text, parsed))
+    lines = reader.lines(text)
+    return parse_document("\n".join(lines)), list(visibility_of(rel, lines, reader))
 
 
 def _conflict(rel: str, links: Sequence[str]) -> str:

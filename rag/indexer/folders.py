@@ -87,7 +87,9 @@ def is_fresh(docs: Path, index: Path, settings: Settings) -> bool:
             or check.get("settings") != _fingerprint(settings)
             or manifest.docs_root != str(docs.resolve())):
         return False
-    files, _ = walk_docs(docs, settings.docs.extensions)
+    from rag.reader.formats import folder_formats
+
+    files, _ = walk_docs(docs, folder_formats(docs).extensions(settings.docs.extensions))
     seen = 0
     for rel, path in files:
         text, raw, _ = read_text(path, rel, settings.docs.max_file_bytes)

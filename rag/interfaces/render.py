@@ -94,6 +94,7 @@ def statement_lines(text: str, labels: str) -> list[Line]:
 def answer_lines(answer: Answer, docs_root: Path | None = None) -> list[Line]:
     """The answer, statement by statement, each followed by its labels, then each citation as
     path:start-end (heading) with a preview of its lines, checked against the file now."""
+    from rag.reader.formats import place_in_file
     from rag.verifier.verification import cited_text, quote_lines
 
     lines: list[Line] = []
@@ -131,6 +132,10 @@ def answer_lines(answer: Answer, docs_root: Path | None = None) -> list[Line]:
         if note is not None:
             lines.append([(f"        ({safe(note)})", "dim")])
             continue
+        place = place_in_file(c.source_path, cache.get(c.source_path) or [], c.start_line,
+                              c.end_line)
+        if place:  # a notebook: the cell and its lines, as the notebook shows them
+            lines[-1].insert(2, (f" [{place}]", "green"))
         supported = [s.text for s in answer.statements if any(
             (x.label, x.start_line, x.end_line) == (c.label, c.start_line, c.end_line)
             for x in s.citations)]

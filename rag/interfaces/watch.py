@@ -57,8 +57,11 @@ def watch_loop(
     """
     from watchfiles import watch
 
+    from rag.reader.formats import folder_formats
+
+    watched = folder_formats(docs).extensions(settings.docs.extensions)
     started = False
-    for changes in watch(docs, watch_filter=docs_filter(docs, index, settings.docs.extensions),
+    for changes in watch(docs, watch_filter=docs_filter(docs, index, watched),
                          debounce=DEBOUNCE_MS, step=STEP_MS, rust_timeout=IDLE_MS,
                          yield_on_timeout=True, stop_event=stop):
         if not started:

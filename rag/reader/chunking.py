@@ -96,6 +96,9 @@ _INDEX_STEMS = frozenset({"index", "_index", "readme"})
 _YAML_LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
+Section = tuple[int, int, tuple[str, ...]]  # first line, last line (0-based), heading path
+
+
 @dataclass(frozen=True)
 class ParsedDoc:
     """A file's lines (index 0 = line 1, breaks removed) and its front matter."""
@@ -170,9 +173,30 @@ def chunk_document(
     if max_tokens < 1:
         raise ValueError("max_tokens must be at least 1")
     doc = parse_document(text)
-    lines = doc.lines
-    content = content_lines(doc, path)
     sections, fenced = _sections(doc, path)
+    groups = visibility or read_visibility(text, doc)
+    return chunks_from_sections(doc.lines, content_lines(doc, path), sections, fenced, path,
+                                max_tokens=max_tokens, min_tokens=min_tokens,
+                                count_tokens=count_tokens, visibility=groups)
+
+
+def chunks_from_sections(
+    lines: list[str],
+    content: list[bool],
+    sections: list[Section],
+    fenced: list[bool],
+    path: str,
+    *,
+    max_tokens: int,
+    min_tokens: int,
+    count_tokens: Callable[[str], int],
+    visibility: tuple[str, ...],
+) -> list[Chunk]:
+    """Chunks of a file's sections, sized and merged by the rules above: what every format
+    shares once its reader has said where the sections lie, which lines show text
+    (``content``) and which lie inside code (``fenced``, never split on a blank line)."""
+    if max_tokens < 1:
+        raise ValueError("max_tokens must be at least 1")
     sizer = Sizer(lines, content, count_tokens, max_tokens)
     units: list[Unit] = []
     for start, end, path_names in sections:
@@ -186,7 +210,6 @@ def chunk_document(
             units.extend(Unit(piece, (path_names,)) for piece in sizer.split(*span, fenced))
     units = merge_small(units, sizer, min_tokens)
 
-    groups = visibility or read_visibility(text, doc)
     source_id = source_id_for(path)
     seen: dict[str, int] = {}
     chunks = []
@@ -198,7 +221,8 @@ def chunk_document(
         chunk = Chunk(
             chunk_id=chunk_id_for(path, chunk_text, occurrence), source_id=source_id,
             source_path=path, text=chunk_text, start_line=first + 1, end_line=last + 1,
-            heading=HEADING_SEPARATOR.join(heading_path(unit.paths)) or None, visibility=groups,
+            heading=HEADING_SEPARATOR.join(heading_path(unit.paths)) or None,
+            visibility=visibility,
             start_col=cols[0] if cols else None, end_col=cols[1] if cols else None,
         )  # fmt: skip
         chunks.append(chunk)
@@ -344,9 +368,7 @@ def _scan(lines: list[str], body: int) -> tuple[list[tuple[int, int, str]], list
     return headings, fenced
 
 
-def _sections(
-    doc: ParsedDoc, path: str
-) -> tuple[list[tuple[int, int, tuple[str, ...]]], list[bool]]:
+def _sections(doc: ParsedDoc, path: str) -> tuple[list[Section], list[bool]]:
     """Sections as (first line, last line, heading path), the page title at the root."""
     lines, body = doc.lines, doc.body_start - 1
     headings, fenced = _scan(lines, body)
@@ -366,7 +388,7 @@ def _sections(
             return names if names and _same(names[0], root) else (root, *names)
         return (root, *(names[1:] if names and _same(names[0], page or "") else names))
 
-    sections: list[tuple[int, int, tuple[str, ...]]] = []
+    sections: list[Section] = []
     if starts[0] > body:  # text before the first heading is under the page's title
         sections.append((body, starts[0] - 1, rooted(())))
     stack: list[tuple[int, str]] = []

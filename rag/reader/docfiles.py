@@ -63,10 +63,10 @@ def read_source(docs: Path, rel: str, max_bytes: int = MAX_FILE_BYTES) -> tuple[
 
 def source_lines(docs: Path, rel: str, max_bytes: int = MAX_FILE_BYTES) -> list[str] | None:
     """The lines of an indexed Source, numbered as the chunker numbers them, or None."""
-    from rag.reader.chunking import parse_document
+    from rag.reader.formats import file_lines
 
     found = read_source(docs, rel, max_bytes)
-    return None if found is None else parse_document(found[0]).lines
+    return None if found is None else file_lines(found[0], rel)
 
 
 @dataclass(frozen=True)
@@ -118,12 +118,12 @@ class DocsGate:
         if rel is None:
             return None
         if rel not in self._read:
-            from rag.reader.chunking import parse_document
+            from rag.reader.formats import file_lines
 
             found = read_source(self.docs, rel, self.max_bytes)
             doc = None
             if found is not None:
-                lines = parse_document(found[0]).lines
+                lines = file_lines(found[0], rel)
                 if self.visible is None or self.visible(rel, lines):
                     doc = DocFile(rel, lines, found[1])
             self._read[rel] = doc

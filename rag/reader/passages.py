@@ -149,7 +149,7 @@ def _option_rows(raw: Sequence[str]) -> set[int]:
     rows: set[int] = set()
     run: list[int] = []
     for k, line in enumerate([*raw, "end"]):
-        if _OPTION.match(line) and _safe((line,)):
+        if _OPTION.match(line) and quotable((line,)):
             run.append(k)
         elif line.strip():
             if len(run) >= MIN_OPTIONS:
@@ -164,7 +164,9 @@ def _dedent(lines: tuple[str, ...]) -> tuple[str, ...]:
     return tuple(x[indent:] for x in lines) if indent else lines
 
 
-def _safe(lines: Sequence[str], code: bool = False) -> bool:
+def quotable(lines: Sequence[str], code: bool = False) -> bool:
+    """Whether lines may be quoted: no evidence-block markup, no words addressed to the
+    assistant, no shortcode or hidden comment (how a document tries to forge evidence)."""
     text = " ".join(lines)
     return not any(_MARKUP.search(line.strip()) for line in lines) and not _ADDRESSED.search(
         text) and not _INLINE_SHORTCODE.search(text) and (
@@ -230,7 +232,7 @@ def read_blocks(text: str, first_line_is_file_start: bool = False) -> list[Block
             if entry:
                 group = current[0]
             owner = group if entry else in_entry(current[0])
-            if _safe(lines):
+            if quotable(lines):
                 blocks.append(Block(kind, current[0], current[-1], lines, heading, heading_line,
                                     fact_line, fact, owner >= 0, owner,
                                     header if kind == "row" else (),
@@ -275,8 +277,8 @@ def read_blocks(text: str, first_line_is_file_start: bool = False) -> list[Block
                 # option is quotable on its own, like a list item.
                 blocks.extend(Block("item", k, k, (" ".join(raw[k].split()),), heading,
                                     heading_line, fact_line, fact, entry=True, group=k)
-                              for k in options if _safe((raw[k],)))
-            elif any(b.strip() for b in body) and _safe(body, code=True):
+                              for k in options if quotable((raw[k],)))
+            elif any(b.strip() for b in body) and quotable(body, code=True):
                 owner = in_entry(i)
                 blocks.append(Block("code", i, min(j, len(raw) - 1), body, heading,
                                     heading_line, fact_line, fact, owner >= 0, owner))

@@ -89,7 +89,8 @@ def _raw_blocks(text: str) -> list[list[str]]:
     return blocks
 
 
-def _groups(value: Any) -> tuple[str, ...]:
+def group_names(value: Any) -> tuple[str, ...]:
+    """The group names a visibility value lists (UnclearVisibility when it lists none cleanly)."""
     if isinstance(value, str):
         items: list[Any] = value.split(",")
     elif isinstance(value, list):
@@ -163,7 +164,7 @@ def read_visibility(text: str, doc: _Parsed) -> tuple[str, ...]:
     if mentions > 1 or len(found) > 1 or len(top) != 1:
         raise UnclearVisibility("visibility is mentioned more than once, or not as one "
                                 "top-level key, in the front matter")
-    return _groups(doc.front_matter[top[0]])
+    return group_names(doc.front_matter[top[0]])
 
 
 # Letters that look like Latin ones in "visibility" (Cyrillic, Greek, digits).

@@ -151,7 +151,7 @@ def read_text(path: Path, rel: str, max_bytes: int) -> tuple[str | None, bytes |
     except OSError as exc:
         return None, None, f"skipped {rel}: cannot read ({exc.strerror})"
     if b"\x00" in raw[:8192]:
-        return None, None, f"skipped {rel}: binary file, not Markdown"
+        return None, None, f"skipped {rel}: binary file, not text"
     try:
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError as exc:

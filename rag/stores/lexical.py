@@ -37,9 +37,13 @@ def tokenize(text: str) -> list[str]:
 
 
 def chunk_tokens(chunk: Chunk, heading_weight: int = HEADING_WEIGHT) -> list[str]:
-    """What BM25 indexes for one chunk: its heading path, weighted, then its text."""
+    """What BM25 indexes for one chunk: its heading path, weighted, then its text (for a
+    format other than Markdown, its text as a reader sees it: no tags, no JSON)."""
+    from rag.reader.formats import search_text
+
     heading = tokenize(chunk.heading) if chunk.heading else []
-    return heading * heading_weight + tokenize(chunk.text)
+    shown = search_text(chunk)
+    return heading * heading_weight + tokenize(chunk.text if shown is None else shown)
 
 
 class LexicalIndex:

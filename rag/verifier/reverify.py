@@ -182,15 +182,17 @@ def restricted_to(rel: str, chunks: Iterable[Any], manifest_groups: Iterable[str
     """
     from rag.indexer.indexing import visibility_for
     from rag.reader.chunking import parse_document
+    from rag.reader.formats import reader_for, visibility_of
     from rag.reader.visibility import NOBODY, UnclearVisibility, read_visibility
 
     sets = [tuple(c.visibility) for c in chunks if c.source_path == rel and c.visibility]
     sets.append(visibility_for(rel, list(manifest_groups), settings))
     if lines is not None:
         text = "\n".join(lines)
-        parsed = parse_document(text)
+        reader = reader_for(rel, text)
         try:
-            front = read_visibility(text, parsed)
+            front = read_visibility(text, parse_document(text)) if reader.name == "markdown" \
+                else visibility_of(rel, lines, reader)
         except UnclearVisibility:
             front = NOBODY  # the indexer leaves such a file out: nobody may read it
         sets.append(visibility_for(rel, list(front), settings))

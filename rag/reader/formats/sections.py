@@ -1,0 +1,103 @@
+"""From a reader's blocks to what the rest of the pipeline reads: Chunks and passage Blocks.
+
+- **Chunks** (indexing): a section starts at each heading and wherever the heading path
+  changes (a Sphinx object description ends); its lines run to the next section. Lines in
+  no block (comments, directive markers, a notebook's JSON, an HTML page's scripts) show
+  no text: a chunk never starts or ends on one. Code is never split at a blank line. Sizes
+  and merging are the Markdown chunker's (:func:`rag.reader.chunking.chunks_from_sections`),
+  and a chunk's text is its lines of the file as they are, so a citation of it is checked
+  against the file exactly as for Markdown.
+- **Passage blocks** (answering): the blocks of a chunk, read again from its text, as
+  rag.reader.passages gives them for Markdown, so quoting works on every format alike.
+
+Heading paths: a page whose headings include no page title (level 1) gets one from its
+file name, as a Markdown page does; text before the first heading sits under the first
+title.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from rag.core.records import Chunk
+from rag.reader.chunking import HEADING_SEPARATOR, Section, chunks_from_sections, file_title
+from rag.reader.formats.base import CODE, HEADING, ITEM, PARAGRAPH, ROW, FileBlock
+from rag.reader.passages import FACT, Block, quotable
+
+_PASSAGE_KIND = {PARAGRAPH: "prose", ITEM: "item", ROW: "row", CODE: "code"}
+
+
+def rooted(blocks: Sequence[FileBlock], path: str) -> list[FileBlock]:
+    """The blocks with every heading path starting at the page's title (see above)."""
+    titles = [b.path[0] for b in blocks if b.kind == HEADING and b.level == 1 and b.path]
+    first = titles[0] if titles else None
+    out = []
+    for block in blocks:
+        names = block.path
+        if first is None:
+            names = (file_title(path), *names)
+        elif not names:
+            names = (first,)
+        out.append(FileBlock(block.kind, block.start, block.end, block.lines, names,
+                             block.level, block.header))
+    return out
+
+
+def layout(blocks: Sequence[FileBlock], count: int, path: str,
+           ) -> tuple[list[Section], list[bool], list[bool]]:
+    """Sections (0-based lines), which lines show text, which lie in code, for ``count``
+    lines holding ``blocks``."""
+    content = [False] * count
+    fenced = [False] * count
+    starts: list[tuple[int, tuple[str, ...]]] = []
+    previous: tuple[str, ...] | None = None
+    for block in rooted(blocks, path):
+        first, last = block.start - 1, min(block.end, count) - 1
+        if block.kind == HEADING or block.path != previous:
+            starts.append((0 if not starts else first, block.path))
+        previous = block.path
+        for i in range(first, last + 1):
+            content[i] = True
+            fenced[i] = fenced[i] or block.kind == CODE
+    sections = [(start, (starts[n + 1][0] - 1 if n + 1 < len(starts) else count - 1), names)
+                for n, (start, names) in enumerate(starts)]
+    return [s for s in sections if s[0] <= s[1]], content, fenced
+
+
+def chunk_blocks(
+    lines: list[str], blocks: Sequence[FileBlock], path: str, *, max_tokens: int,
+    min_tokens: int, count_tokens: Callable[[str], int], visibility: tuple[str, ...],
+) -> list[Chunk]:
+    """The Chunks of a file read into ``blocks``, whose text is the file's own lines."""
+    sections, content, fenced = layout(blocks, len(lines), path)
+    blank = [bool(line.strip()) for line in lines]
+    content = [c and b for c, b in zip(content, blank, strict=True)]
+    return chunks_from_sections(lines, content, sections, fenced, path, max_tokens=max_tokens,
+                                min_tokens=min_tokens, count_tokens=count_tokens,
+                                visibility=visibility)
+
+
+def passage_blocks(blocks: Sequence[FileBlock]) -> list[Block]:
+    """Quotable blocks of a chunk read by a reader (lines 0-based in the chunk), in the
+    shape rag.reader.passages gives for Markdown; headings are not blocks."""
+    out: list[Block] = []
+    heading, heading_line, fact_line, fact = "", -1, -1, ""
+    for block in blocks:
+        if block.kind == HEADING:
+            heading, heading_line = HEADING_SEPARATOR.join(block.path), block.start - 1
+            fact_line, fact = next(((block.start - 1, name) for name in reversed(block.path)
+                                    if FACT.search(name)), (-1, ""))
+            continue
+        kind = _PASSAGE_KIND.get(block.kind)
+        if kind is None or not any(line.strip() for line in block.lines) \
+                or not quotable(block.lines, code=kind == "code"):
+            continue
+        out.append(Block(kind, block.start - 1, block.end - 1, block.lines, heading,
+                         heading_line, fact_line, fact, header=block.header))
+    return out
+
+
+def shown_text(blocks: Sequence[FileBlock]) -> str:
+    """The text of the blocks as a reader sees it, one block a paragraph (what is
+    embedded and searched for a chunk that is not Markdown)."""
+    return "\n\n".join(block.text for block in blocks if block.text.strip())
