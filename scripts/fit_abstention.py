@@ -10,10 +10,14 @@ pooled model's figures also split by set: the pooled model is the one written. L
 set is scored by a model fitted on the other sets only: how it fares on docs it never saw.
 The final model is fitted on all cases and written as JSON (default rag/abstention.json).
 
-Refit after any change to chunking, retrieval or the extractive scorer:
+The signals of every case are kept in the repository (evals/abstention_signals.jsonl), so
+the fit is reproducible from the repository alone; collecting them again needs the sets'
+docs folders (FastAPI and Hugo are in ../shared/corpora). Refit after any change to
+chunking, retrieval or the extractive scorer:
 
-    python scripts/fit_abstention.py        # the twelve default sets; indexes built if missing
-    python scripts/fit_abstention.py --set EVAL DOCS INDEX [--set ...]
+    python scripts/fit_abstention.py                # fit from evals/abstention_signals.jsonl
+    python scripts/fit_abstention.py --collect      # first collect the twelve sets' signals again
+    python scripts/fit_abstention.py --set EVAL DOCS INDEX [--set ...]   # other sets, collected
 """
 
 from __future__ import annotations
@@ -43,6 +47,7 @@ DEFAULT_SETS = [["../shared/evals/fastapi.jsonl", "../shared/corpora/fastapi", "
                 ["evals/hugo.jsonl", "../shared/corpora/hugo", "indexes/hugo"],
                 *([f"evals/{name}.jsonl", f"evals/corpora/{name}", f"indexes/{name}"]
                   for name in LOCAL_SETS)]
+SIGNALS = REPO / "evals" / "abstention_signals.jsonl"
 MAX_FALSE_ABSTENTION = 0.05  # the threshold keeps at most this share of answerable cases out
 
 
@@ -64,14 +69,36 @@ def case_evidence(eval_file: Path, docs: Path, index: Path, settings) -> Iterato
             yield case, pipeline, pipeline.select(case.question, hits, groups).evidence
 
 
-def collect(eval_file: Path, docs: Path, index: Path, settings) -> tuple[np.ndarray, np.ndarray]:
-    """Signals (cases x all FEATURES) and labels (1 = answerable) for one eval set."""
-    rows, labels = [], []
+def collect(eval_file: Path, docs: Path, index: Path, settings) -> list[dict]:
+    """One record per case of an eval set: its id, label (answerable) and every signal."""
+    records = []
     for case, pipeline, evidence in case_evidence(eval_file, docs, index, settings):
         values = pipeline.abstention_signals(case.question, evidence, frozenset(case.groups))
-        rows.append([values[name] for name in FEATURES])
-        labels.append(float(case.answerable))
-    return np.array(rows, dtype=float), np.array(labels)
+        records.append({"set": eval_file.name, "id": case.id, "answerable": case.answerable,
+                        "signals": {name: float(values[name]) for name in FEATURES}})
+    return records
+
+
+def read_signals(path: Path) -> list[dict]:
+    """The records `--collect` wrote, in order."""
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line]
+
+
+def by_set(records: list[dict], use: list[int]) -> list[tuple[str, np.ndarray, np.ndarray]]:
+    """(set name, signals: cases x chosen features, labels: 1 = answerable) per set."""
+    out: dict[str, tuple[list, list]] = {}
+    for r in records:
+        rows, labels = out.setdefault(r["set"], ([], []))
+        rows.append([r["signals"][FEATURES[i]] for i in use])
+        labels.append(float(r["answerable"]))
+    return [(name, np.array(rows, dtype=float), np.array(labels))
+            for name, (rows, labels) in out.items()]
+
+
+def final_model(x: np.ndarray, y: np.ndarray, l2: float, k: int, seed: int) -> tuple:
+    """The written model: fitted on every case, its threshold chosen out of fold."""
+    model = fit(x, y, l2)
+    return model, pick_threshold(out_of_fold(x, y, k, l2, np.random.default_rng(seed)), y)
 
 
 def fit(x: np.ndarray, y: np.ndarray, l2: float) -> tuple[np.ndarray, np.ndarray, np.ndarray,
@@ -190,6 +217,8 @@ def main() -> int:
     parser.add_argument("--features", default=",".join(FEATURES),
                         help="comma-separated signals to use [default: all]")
     parser.add_argument("--out", type=Path, default=BUNDLED_MODEL)
+    parser.add_argument("--collect", action="store_true",
+                        help=f"collect the default sets' signals again into {SIGNALS.name}")
     args = parser.parse_args()
     use = [FEATURES.index(name) for name in args.features.split(",")]
 
@@ -200,10 +229,16 @@ def main() -> int:
     embedding_model = settings.embedding.model or DEFAULT_MODEL_NAME
     if settings.embedding.backend == "onnx-int8":
         embedding_model += "+int8"
+    if args.set or args.collect:
+        records = [r for eval_file, docs, index in args.set or DEFAULT_SETS
+                   for r in collect(Path(eval_file), Path(docs), Path(index), settings)]
+        if not args.set:
+            SIGNALS.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+            print(f"wrote the signals of {len(records)} cases to {SIGNALS.relative_to(REPO)}")
+    else:
+        records = read_signals(SIGNALS)
     xs, ys, names = [], [], []
-    for eval_file, docs, index in args.set or DEFAULT_SETS:
-        x, y = collect(Path(eval_file), Path(docs), Path(index), settings)
-        x = x[:, use]
+    for eval_file, x, y in by_set(records, use):
         head = f"{eval_file}: {len(y)} cases ({int((1 - y).sum())} unanswerable)"
         if min(int((1 - y).sum()), int(y.sum())) < args.folds:
             print(f"{head}; too few of one kind to fit alone")  # its folds would be empty
@@ -218,9 +253,7 @@ def main() -> int:
     sets = np.concatenate([[name.split(" (")[0]] * len(part) for name, part in zip(names, ys)])
     cv = cross_validate(x, y, args.folds, args.repeats, args.l2, args.seed, sets)
     cv |= held_out(x, y, sets, args.folds, args.l2, args.seed)
-    model = fit(x, y, args.l2)
-    threshold = pick_threshold(out_of_fold(x, y, args.folds, args.l2,
-                                           np.random.default_rng(args.seed)), y)
+    model, threshold = final_model(x, y, args.l2, args.folds, args.seed)
     mean, scale, weights, bias = model
     payload = {
         "features": [FEATURES[i] for i in use], "mean": [round(float(v), 6) for v in mean],

@@ -192,3 +192,22 @@ def test_release_headings_are_told_from_headings_that_mention_a_version() -> Non
         assert not is_release_note("guide/notes.md", heading), heading
     # a changelog file is release notes under any heading ("Latest Changes")
     assert is_release_note("release-notes.md", "Release Notes > Latest Changes")
+
+
+def test_the_bundled_model_is_refitted_from_the_signals_in_the_repository() -> None:
+    """Reproducible from the repository alone: the recorded signals of every case give the
+    bundled model's weights, bias and threshold again, without any docs folder."""
+    import json
+
+    from rag.answer.abstention import BUNDLED_MODEL, FEATURES
+
+    bundled = json.loads(BUNDLED_MODEL.read_text(encoding="utf-8"))
+    use = [FEATURES.index(name) for name in bundled["features"]]
+    sets = fit_abstention.by_set(fit_abstention.read_signals(fit_abstention.SIGNALS), use)
+    assert [f"{name} ({len(y)} cases)" for name, _, y in sets] == bundled["fitted_on"]
+    x = np.vstack([part for _, part, _ in sets])
+    y = np.concatenate([labels for _, _, labels in sets])
+    (mean, _, weights, bias), threshold = fit_abstention.final_model(x, y, 3.0, 5, 0)
+    assert np.allclose(mean, bundled["mean"], atol=1e-5)
+    assert np.allclose(weights, bundled["weights"], atol=1e-5)
+    assert abs(bias - bundled["bias"]) < 1e-5 and abs(threshold - bundled["threshold"]) < 1e-5
