@@ -10,6 +10,8 @@ import pytest
 from rag.core.config import Settings
 from rag.core.records import Chunk, SearchHit
 from rag.indexer.embedding import FakeEmbedder
+from rag.reader.passages import read_blocks
+from rag.reader.prose import sentences
 
 FIXTURE_DOCS = Path(__file__).parent / "fixtures" / "docs"
 CORPORA = Path(__file__).resolve().parents[2] / "shared" / "corpora"
@@ -64,3 +66,9 @@ def make_hit(
         visibility=visibility,
     )
     return SearchHit(chunk=chunk, score=1.0 / rank, rank=rank)
+
+
+def quotable_sentences(text: str) -> list[str]:
+    """The sentences of a chunk's Markdown that a quote can start with, verbatim (code,
+    markup and "...and then" continuations skipped)."""
+    return [s.text for s in sentences(read_blocks(text)) if not s.continues]
