@@ -33,14 +33,14 @@ def load(dsn: str, settings, folder, size: int) -> None:
     import bench
     from pgvector.psycopg import register_vector
 
+    from rag.core.text import index_terms
     from rag.indexer.indexing import embed_text
     from rag.stores.folder import faiss_id, reconstruct
     from rag.stores.pg_schema import connect, schema_sql
-    from rag.stores.postgres import terms
 
     real = reconstruct(folder.vectors, [faiss_id(c.chunk_id) for c in folder.chunks])
     texts = [embed_text(c) for c in folder.chunks]
-    words = [terms(t) for t in texts]
+    words = [index_terms(t) for t in texts]
     params_path = Path(tempfile.mkdtemp()) / "params.npz"
     bench.fit_params(real, params_path)
     params = dict(np.load(params_path))

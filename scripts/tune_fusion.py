@@ -30,11 +30,12 @@ sys.path.insert(0, str(REPO))
 
 from rag.core.config import RetrievalSettings, load_settings
 from rag.core.records import SearchHit
+from rag.core.text import index_terms
 from rag.eval.evaluation import EvalCase, load_cases, section_rank
 from rag.indexer.embedding import make_embedder
 from rag.retriever.retrieval import Retriever, fuse_weighted
 from rag.stores import folder as store
-from rag.stores.lexical import HEADING_WEIGHT, LexicalIndex, tokenize
+from rag.stores.lexical import HEADING_WEIGHT, LexicalIndex
 
 METRICS = ("hit@1", "hit@3", "hit@5", "mrr", "s_hit@1", "s_hit@3", "s_hit@5", "s_mrr")
 
@@ -103,7 +104,7 @@ def main() -> None:
     for case in cases:
         filt = retriever.filter_for(frozenset(case.groups))
         dense = retriever.dense(case.question, pool, filt)
-        words = tokenize(case.question)
+        words = index_terms(case.question)
         lex = {hw: index.search_tokens(words, min(pool, filt.count), filt.rows)
                for hw, index in lexicals.items()}
         runs.append((dense, lex, filt))

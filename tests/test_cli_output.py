@@ -105,6 +105,13 @@ def test_preview_is_centred_on_the_supporting_line() -> None:
     assert [n for n, _ in shown] == [24, 25, 26] and (above, below) == (14, 3)
 
 
+def test_preview_shows_the_line_with_the_statements_words_not_its_function_words() -> None:
+    quoted = [(1, "Where are the keys? They are in the drawer, and there they stay."),
+              (2, "Nothing else."), (3, "More filler."), (4, "A vault holds every token.")]
+    shown, above, below = preview(quoted, ["Tokens are stored in the vault."], limit=1)
+    assert shown == [(4, "A vault holds every token.")] and (above, below) == (3, 0)
+
+
 def test_terminal_answer_is_wrapped_and_coloured(tmp_path: Path) -> None:
     out = io.StringIO()
     show(answer_lines(_answer(tmp_path), tmp_path),

@@ -15,13 +15,33 @@ from rag.indexer.indexing import build_index
 from rag.stores import folder as store
 
 REPO = Path(__file__).resolve().parents[1]
-# A real indexing process with a deterministic (optionally slow) embedder.
+# A real indexing process with a deterministic (optionally slow) embedder, killed with
+# SIGKILL (as by a power cut or `kill -9`) at the point named by its fourth argument.
 SCRIPT = """
-import sys, time
+import os, signal, sys, time
 from pathlib import Path
 from rag.core.config import Settings
 from rag.indexer.embedding import FakeEmbedder
 from rag.indexer.indexing import build_index
+from rag.stores import folder as store
+from rag.stores.lexical import LexicalIndex
+
+def die(*args):
+    os.kill(os.getpid(), signal.SIGKILL)
+
+def then_die(function):
+    def run(*args):
+        function(*args)
+        die()
+    return run
+
+crash_at = sys.argv[4]
+if crash_at == "after_vectors":  # the new version's files written, all but its manifest
+    LexicalIndex.save = then_die(LexicalIndex.save)
+elif crash_at == "before_swap":  # the new version complete, CURRENT not yet changed
+    store.switch_version = die
+elif crash_at == "after_swap":  # CURRENT names the new version, old ones not yet dropped
+    store.switch_version = then_die(store.switch_version)
 
 class Slow(FakeEmbedder):
     def embed_batch(self, texts):
@@ -36,12 +56,11 @@ print("done", flush=True)
 """
 
 
-def _run(docs: Path, index: Path, delay: float, crash_at: str | None = None):
+def _run(docs: Path, index: Path, delay: float, crash_at: str = ""):
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    if crash_at:
-        env["RAG_TEST_CRASH_AT"] = crash_at
-    return subprocess.Popen([sys.executable, "-c", SCRIPT, str(docs), str(index), str(delay)],
-                            env=env, stdout=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        [sys.executable, "-c", SCRIPT, str(docs), str(index), str(delay), crash_at],
+        env=env, stdout=subprocess.PIPE, text=True)
 
 
 def _snapshot(index: Path) -> set[tuple[str, int, int]]:
@@ -94,3 +113,12 @@ def test_kill_from_outside_mid_run(indexed, delay_s):
     proc.wait(timeout=30)
     after = _snapshot(index)  # loadable and consistent: either the old or the new version
     assert after == before or "added.md" in _paths(index)
+
+
+def test_the_next_run_removes_what_a_swap_killed_midway_left(indexed, settings, embedder):
+    docs, index, _ = indexed
+    stale = index / ".CURRENT.0123456789ab.tmp"  # a swap's temporary file, never renamed
+    stale.write_text("v-half", encoding="utf-8")
+    build_index(docs, index, settings, embedder)
+    assert not stale.exists()
+    assert "added.md" in _paths(index)

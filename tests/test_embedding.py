@@ -139,18 +139,6 @@ def test_cache_name_changes_with_weights_or_config(tmp_path: Path) -> None:
     assert onnx_export.cache_stem(config, "m") != stem
 
 
-def test_interrupted_write_leaves_no_cache_file(tmp_path: Path) -> None:
-    dest = tmp_path / "model.onnx"
-
-    def crash(tmp: Path) -> None:
-        tmp.write_bytes(b"half a model")
-        raise KeyboardInterrupt
-
-    with pytest.raises(KeyboardInterrupt):
-        onnx_export._write_atomically(dest, crash)
-    assert list(tmp_path.iterdir()) == []
-
-
 # --- Real model ---------------------------------------------------------------------------
 
 

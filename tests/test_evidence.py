@@ -21,11 +21,10 @@ from rag.retriever.evidence import (
     format_evidence_blocks,
     neutralise,
     neutralise_line,
-    parse_evidence_blocks,
     select_evidence,
     token_counter,
 )
-from tests.conftest import make_hit
+from tests.conftest import make_hit, parse_evidence_blocks
 
 
 def chars(text: str) -> int:

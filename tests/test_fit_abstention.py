@@ -9,8 +9,9 @@ import numpy as np
 from rag.answer.abstention import signals
 from rag.answer.scoring import PassageScorer, is_release_note
 from rag.core.records import Evidence, SearchHit
+from rag.core.text import index_terms
 from rag.indexer.embedding import FakeEmbedder
-from rag.stores.lexical import LexicalIndex, tokenize
+from rag.stores.lexical import LexicalIndex
 from tests.conftest import REPO, make_hit
 
 _spec = importlib.util.spec_from_file_location("fit_abstention",
@@ -94,9 +95,9 @@ def _signals(question: str, evidence_text: str, dense: list[float]) -> dict[str,
 
 def test_document_frequency_counts_the_chunks_holding_a_word() -> None:
     index = LexicalIndex.build(DOCS)
-    assert index.document_frequency(tokenize("static")[0]) == 2
-    assert index.document_frequency(tokenize("port")[0]) == 1
-    assert index.document_frequency(tokenize("kubernetes")[0]) == 0
+    assert index.document_frequency(index_terms("static")[0]) == 2
+    assert index.document_frequency(index_terms("port")[0]) == 1
+    assert index.document_frequency(index_terms("kubernetes")[0]) == 0
 
 
 def test_a_word_the_docs_never_use_counts_as_absent() -> None:

@@ -23,10 +23,9 @@ from rag.retriever.evidence import (
     format_evidence_blocks,
     neutralise,
     neutralise_line,
-    parse_evidence_blocks,
 )
 from rag.verifier.verification import verify_citations
-from tests.conftest import make_hit
+from tests.conftest import make_hit, parse_evidence_blocks
 from tests.test_evidence import ATTACKS
 
 # Pieces that imitate the block format, chat templates and terminal controls.

@@ -29,12 +29,12 @@ from rag.retriever.evidence import (
     Selection,
     neutralise,
     neutralise_line,
-    parse_evidence_blocks,
     select_evidence,
 )
 from rag.retriever.retrieval import Retriever
 from rag.stores import folder as store
 from rag.verifier.verification import check_support, verify_citations
+from tests.conftest import parse_evidence_blocks
 
 REPO = Path(__file__).resolve().parents[1]
 COMMUNITY_TIPS = REPO / "corpus" / "notes" / "community-tips.md"

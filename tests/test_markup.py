@@ -4,9 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from rag.reader.markup import clean_markup, code_continuation, display_line, display_lines
+from rag.reader.markup import clean_markup, code_continuation, display_lines
 from rag.reader.passages import read_blocks
 from rag.reader.prose import sentences as passage_sentences
+
+
+def display_line(line: str) -> str:
+    """One line shown without context (no open comment or fence before it)."""
+    return display_lines([line])[0]
 
 
 @pytest.mark.parametrize("line, shown", [

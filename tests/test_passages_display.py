@@ -9,7 +9,8 @@ from rag.answer.quoting import attachment, quote
 from rag.indexer.embedding import FakeEmbedder
 from rag.reader.markup import code_continuation
 from rag.reader.passages import read_blocks
-from rag.reader.prose import sentences, split_sentences
+from rag.reader.prose import sentences
+from tests.conftest import quotable_sentences
 from tests.test_extractive import answer, evidence, lines_of
 
 SETTING = ("## JPEG\n\n"
@@ -19,7 +20,7 @@ SETTING = ("## JPEG\n\n"
 
 
 def test_a_short_closing_fact_stays_with_the_sentence_before_it() -> None:
-    sentences = split_sentences(SETTING)
+    sentences = quotable_sentences(SETTING)
     assert "Lower numbers prioritize smaller file size. Default is `75`." in sentences
     assert "Default is `75`." not in sentences  # never quoted on its own
 
@@ -32,14 +33,14 @@ def test_the_default_of_a_setting_is_part_of_the_answer() -> None:
 
 
 def test_a_short_fragment_without_a_fact_is_still_dropped() -> None:
-    assert split_sentences("The server starts on its own when asked. See below.") == [
+    assert quotable_sentences("The server starts on its own when asked. See below.") == [
         "The server starts on its own when asked."]
 
 
 def test_blockquote_and_alert_markers_are_not_quoted() -> None:
     text = ("> [!NOTE]\n> To override the embedded `details` shortcode, copy the source "
             "code to a file.\n>\n> > Nested quotes keep their words as well.\n")
-    sentences = split_sentences(text)
+    sentences = quotable_sentences(text)
     assert sentences == [("To override the embedded `details` shortcode, copy the source code "
                           "to a file."), "Nested quotes keep their words as well."]
 
@@ -49,7 +50,7 @@ def test_inline_links_show_their_text() -> None:
             "then read the [guide][install] about [context](g).\n\n"
             "- See [hugo mod clean](/commands/hugo_mod_clean/) for the cache.\n\n"
             "An image ![logo](logo.png) keeps its markup.\n")
-    sentences = split_sentences(text)
+    sentences = quotable_sentences(text)
     assert sentences[0] == ("To build from source you must install Git and Go, then read the "
                             "guide about context.")
     assert sentences[1] == "See hugo mod clean for the cache."
@@ -64,14 +65,14 @@ def test_a_link_whose_text_is_code_with_brackets_shows_that_code() -> None:
             "table; `[x](y)` written as code stays as it is.\n")
     shown = ("Entry points are declared in the `[project.entry-points]` table; `[x](y)` "
              "written as code stays as it is.")
-    assert split_sentences(text) == [shown]
+    assert quotable_sentences(text) == [shown]
 
 
 def test_a_table_without_leading_pipes_is_read_as_rows() -> None:
     text = ("Use the standard edition unless you need more.\n\n"
             "Feature|standard|extended\n:--|:-:|:-:\nCore features|yes|yes\n"
             "LibSass support|no|yes\n\nThe shell pipe in a | b stays prose here.\n")
-    sentences = split_sentences(text)
+    sentences = quotable_sentences(text)
     assert "Feature: LibSass support; standard: no; extended: yes" in sentences
     assert not any(":--" in s or "|" in s.replace("a | b", "") for s in sentences)
     assert "The shell pipe in a | b stays prose here." in sentences
@@ -90,25 +91,25 @@ def test_a_row_ending_in_an_emoji_code_introduces_nothing() -> None:
 
 def test_html_entities_show_as_their_characters_outside_code() -> None:
     text = "A leaf bundle holds an&nbsp;`index.md`&nbsp;file, R&amp;D notes and `&amp;` code.\n"
-    assert split_sentences(text) == [
+    assert quotable_sentences(text) == [
         "A leaf bundle holds an `index.md` file, R&D notes and `&amp;` code."]
 
 
 def test_a_code_spans_highlight_language_is_not_shown() -> None:
     text = ("Set `mode` to `'all' | 'client'`{lang=\"ts\"} or `false`{lang=ts}, as "
             "`x`{:.language-ruby} shows; the code `{lang=ts}` stays.\n")
-    assert split_sentences(text) == [
+    assert quotable_sentences(text) == [
         "Set `mode` to `'all' | 'client'` or `false`, as `x` shows; the code `{lang=ts}` stays."]
 
 
 def test_myst_roles_show_their_title_target_or_code_as_the_page_does() -> None:
     text = ("Read {ref}`the syntax guide <syntax/referencing>` and {doc}`../intro`, then "
             "subclass {py:class}`~myst_parser.mdit.Renderer` {octicon}`book`; `{x}` stays.\n")
-    assert split_sentences(text) == [
+    assert quotable_sentences(text) == [
         "Read the syntax guide and ../intro, then subclass `Renderer` ; `{x}` stays."]
     # Braces inside code are code, not a role before the next code span.
     path = "Otherwise, the path for `/users/{user_id}` would match also for `/users/me`.\n"
-    assert split_sentences(path) == [path.strip()]
+    assert quotable_sentences(path) == [path.strip()]
 
 
 def test_a_link_whose_target_is_a_template_expression_shows_its_text() -> None:
@@ -116,7 +117,7 @@ def test_a_link_whose_target_is_a_template_expression_shows_its_text() -> None:
             "({{ '/docs/configuration/options/' | relative_url }}) or [the docs]"
             "({% link _docs/x.md %}).\n"
             "Fix pagination on Windows ([#1063]({{ site.repository }}/issues/1063)).\n")
-    assert split_sentences(text) == [
+    assert quotable_sentences(text) == [
         "Use the `--port` argument, as described in the serve command options or the docs.",
         "Fix pagination on Windows (#1063)."]
 
@@ -125,14 +126,14 @@ def test_liquid_raw_and_include_tags_inside_a_line_show_as_the_page_shows_them()
     text = ("Includes (using the {% raw %}`{% include %}`{% endraw %} tag) are tracked. "
             "You can set `strict_variables` to `true`. "
             '{% include docs_version_badge.html version="3.8.0" %}\n')
-    assert split_sentences(text) == ["Includes (using the `{% include %}` tag) are tracked.",
+    assert quotable_sentences(text) == ["Includes (using the `{% include %}` tag) are tracked.",
                                      "You can set `strict_variables` to `true`. (3.8.0)"]
 
 
 def test_e_g_and_i_e_never_end_a_sentence() -> None:
     text = ("Files keep their names (e.g. `robots.txt`) or never change (i.e. `favicon.ico`). "
             "Use a formatter, e.g. Black, on every file. It runs fast on large projects.\n")
-    assert split_sentences(text) == [
+    assert quotable_sentences(text) == [
         "Files keep their names (e.g. `robots.txt`) or never change (i.e. `favicon.ico`).",
         "Use a formatter, e.g. Black, on every file.", "It runs fast on large projects."]
 
@@ -140,14 +141,14 @@ def test_e_g_and_i_e_never_end_a_sentence() -> None:
 def test_two_inline_elements_side_by_side_keep_their_texts_apart() -> None:
     text = ('For example, the <span class="composition-api">`onMounted`</span><span '
             'class="options-api">`mounted`</span> hook runs after the first render.\n')
-    assert split_sentences(text) == [
+    assert quotable_sentences(text) == [
         "For example, the `onMounted` `mounted` hook runs after the first render."]
 
 
 def test_a_shortcut_reference_link_shows_its_text_but_code_keeps_its_brackets() -> None:
     text = ("Pydantic V2 uses the Rust [regex crate] instead of Python's. Install it with "
             "`pip install -e \".[local]\"` or pip install pydantic[email] today.\n")
-    assert split_sentences(text) == [
+    assert quotable_sentences(text) == [
         "Pydantic V2 uses the Rust regex crate instead of Python's.",
         "Install it with `pip install -e \".[local]\"` or pip install pydantic[email] today."]
 
@@ -158,7 +159,7 @@ def test_a_table_row_names_each_cell_by_its_column() -> None:
             "| `\"all\"` | <code>--trailing-comma \\<all&#124;es5&#124;none></code> | "
             "<code>trailingComma: \"\\<all&#124;es5&#124;none>\"</code> |\n\n"
             "| a | b | c |\n")
-    sentences = split_sentences(text)
+    sentences = quotable_sentences(text)
     assert sentences[1] == ('Default: `"all"`; CLI Override: `--trailing-comma <all|es5|none>`; '
                             'API Override: `trailingComma: "<all|es5|none>"`')
     assert "Default; CLI Override; API Override" not in sentences  # the header alone says nothing
@@ -166,7 +167,7 @@ def test_a_table_row_names_each_cell_by_its_column() -> None:
 
 
 def test_backslash_escapes_read_as_their_character_outside_code() -> None:
-    assert split_sentences("Use \\<bool\\> and \\*stars\\* but keep `a\\*b` as it is.\n") == [
+    assert quotable_sentences("Use \\<bool\\> and \\*stars\\* but keep `a\\*b` as it is.\n") == [
         "Use <bool> and *stars* but keep `a\\*b` as it is."]
 
 
@@ -216,8 +217,8 @@ def test_an_inline_shortcode_shows_as_a_reader_takes_it_and_keeps_its_list_item(
                                        "1. Install Git\n"
                                        "1. Install Go version `current-go-version` or later\n")
     assert quotes[0][0] == 32 and quotes[0][1] >= 35
-    assert "Press Ctrl to stop the server at any time." in split_sentences(text)
-    assert not any("tabs" in s for s in split_sentences(text))  # a shortcode line is markup
+    assert "Press Ctrl to stop the server at any time." in quotable_sentences(text)
+    assert not any("tabs" in s for s in quotable_sentences(text))  # a shortcode line is markup
 
 
 @settings(max_examples=20, deadline=5000)
@@ -226,7 +227,7 @@ def test_an_inline_shortcode_shows_as_a_reader_takes_it_and_keeps_its_list_item(
        prefix=st.sampled_from(["", "Text {{< x", "- ", "| h |\n| - |\n", "Text {% include"]))
 def test_pathological_lines_are_read_into_quotes_quickly(unit: str, prefix: str) -> None:
     text = "An opening sentence that reads fine.\n\n" + prefix + unit * 20_000 + "\n"
-    assert split_sentences(text)[0] == "An opening sentence that reads fine."
+    assert quotable_sentences(text)[0] == "An opening sentence that reads fine."
 
 
 def test_python_prompts_in_a_code_block_are_kept_and_a_quoted_block_is_unquoted() -> None:

@@ -153,12 +153,23 @@ def test_missing_index_or_database_is_one_clear_line(pg_dsn, pg_server, embedder
         open_retriever(UNUSED, pg_settings(""), embedder)
 
 
+# An indexing process killed with SIGKILL just before or just after its version switch.
 CRASHING_INDEXER = """
-import sys
+import os, signal, sys
 from pathlib import Path
 from rag.core.config import Settings
+from rag.indexer import pg_writer
 from rag.indexer.embedding import FakeEmbedder
 from rag.indexer.indexing import build_index
+
+switch = pg_writer.switch_version
+
+def crashing_switch(conn, version_id):
+    if sys.argv[3] == "pg_after_switch":
+        switch(conn, version_id)
+    os.kill(os.getpid(), signal.SIGKILL)
+
+pg_writer.switch_version = crashing_switch
 
 settings = Settings()
 settings.store.kind = "postgres"
@@ -173,8 +184,8 @@ def test_killed_indexer_leaves_a_complete_version(docs, pg_dsn, embedder, crash_
     build_index(docs, UNUSED, settings, embedder)
     before = open_retriever(UNUSED, settings, embedder).index.path.name
     (docs / "added.md").write_text("# Added\n\nA brand new page about tides.\n", encoding="utf-8")
-    env = {**os.environ, "PYTHONPATH": str(REPO), "RAG_TEST_CRASH_AT": crash_at}
-    done = subprocess.run([sys.executable, "-c", CRASHING_INDEXER, str(docs), pg_dsn],
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    done = subprocess.run([sys.executable, "-c", CRASHING_INDEXER, str(docs), pg_dsn, crash_at],
                           check=False, env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == -9, done.stderr
     after = open_retriever(UNUSED, settings, embedder)

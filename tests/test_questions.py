@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from rag.answer.questions import answer_kinds, defined_terms, query_terms, question_parts, terms
-from rag.core.text import stem
+from rag.answer.questions import answer_kinds, defined_terms, question_parts
+from rag.core.text import query_terms, stem, terms
 
 
 def test_a_question_in_two_parts_is_split_at_and_which() -> None:

@@ -8,10 +8,11 @@ import pytest
 from rag.core.config import ChunkingSettings, RetrievalSettings, Settings
 from rag.core.errors import IndexingError, RetrievalError
 from rag.core.records import Chunk
+from rag.core.text import index_terms
 from rag.indexer.indexing import build_index
 from rag.retriever.retrieval import Retriever, _Filter, fuse, fuse_scores, fuse_weighted
 from rag.stores import folder as store
-from rag.stores.lexical import LexicalIndex, tokenize
+from rag.stores.lexical import LexicalIndex
 from tests.conftest import corpus_dir
 
 
@@ -129,16 +130,16 @@ def test_lexical_scores_equal_bm25s(tmp_path):
     ours = LexicalIndex.load(tmp_path / "lex")
     theirs = bm25s.BM25.load(str(tmp_path / "lex"))
     for query in ["server port", "install", "sockets port port", "unknownword"]:
-        words = [w for w in tokenize(query) if w in theirs.vocab_dict]
+        words = [w for w in index_terms(query) if w in theirs.vocab_dict]
         expected = theirs.get_scores(words) if words else np.zeros(len(texts))
-        assert np.allclose(ours.scores(tokenize(query)), expected)
+        assert np.allclose(ours.scores(index_terms(query)), expected)
     mask = np.array([0, 1, 1, 1, 1], dtype=np.float32)
     assert [row for row, _ in ours.search("server port", 5, mask)] == [3, 1]
 
 
 def test_bm25_stems_and_splits_identifiers():
-    assert tokenize("Running the pumps") == tokenize("run pump")
-    assert "token" in tokenize("set max_tokens")  # the identifier's parts count too
+    assert index_terms("Running the pumps") == index_terms("run pump")
+    assert "token" in index_terms("set max_tokens")  # the identifier's parts count too
     index = LexicalIndex.build(["the pump is running", "configure max_tokens here",
                                 "nothing relevant"])
     assert [row for row, _ in index.search("runs pumps", 3)] == [0]

@@ -23,6 +23,7 @@ from typer.testing import CliRunner
 from rag.core.config import RetrievalSettings, Settings
 from rag.core.errors import CitationError
 from rag.core.records import Answer, Evidence, SearchHit
+from rag.core.text import index_terms
 from rag.generator.backends import build_prompt
 from rag.indexer.embedding import FakeEmbedder
 from rag.indexer.indexing import build_index, embed_text
@@ -31,7 +32,6 @@ from rag.pipeline import Pipeline
 from rag.retriever.evidence import select_evidence, token_counter
 from rag.retriever.retrieval import MODES, Retriever
 from rag.stores import folder as store
-from rag.stores.lexical import tokenize
 from rag.verifier.verification import check_support, verify_citations
 
 VOCAB = ("port", "server", "index", "token", "cache", "deploy", "vault", "backup", "config",
@@ -141,8 +141,8 @@ def _expected_count(retriever: Retriever, query: str, mode: str, k: int,
     """Hits a correct filter-inside-search must return: k whenever that many qualify."""
     visible = [c for c in retriever.index.chunks if corpus.may_see(c.source_path, groups)]
     if mode == "lexical":  # BM25 returns only chunks that share a word with the query
-        words = set(tokenize(query))
-        visible = [c for c in visible if words & set(tokenize(embed_text(c)))]
+        words = set(index_terms(query))
+        visible = [c for c in visible if words & set(index_terms(embed_text(c)))]
     return min(k, len(visible))
 
 

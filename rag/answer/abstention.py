@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import json
 import math
-import re
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -33,16 +32,13 @@ from rag.answer.questions import answer_kinds
 from rag.answer.scoring import Passage, has_kind, is_release_note
 from rag.core.errors import ConfigError
 from rag.core.records import Evidence, SearchHit
-from rag.core.text import content_words, tokens
-from rag.stores.lexical import tokenize
+from rag.core.text import content_words, index_terms, names, tokens
+from rag.stores.lexical import bm25_idf
 
 BUNDLED_MODEL = Path(__file__).with_name("abstention.json")
 FEATURES = ("lexical_top", "coverage", "union_coverage", "missing_names", "best_dense",
             "best_lexical", "best_heading", "dense_gap", "absent_share",
             "best_idf_coverage", "fitting_dense")
-# A name in a question: a capitalised word past the first, or a word with a digit, an
-# underscore, a dot or a slash inside (HorizontalPodAutoscaler, pool_size, HTTP/3, 413).
-_WORD = re.compile(r"[\w@][\w./@-]*")
 MAX_NAMES = 3
 
 
@@ -63,11 +59,11 @@ def signals(question: str, evidence: Sequence[Evidence], passages: Sequence[Pass
     lexical_top = lexical[0].score if lexical else 0.0
     # The question's BM25 words, each weighed by its rarity in the index.
     found = {w: document_frequency(w) if document_frequency else 1
-             for w in dict.fromkeys(tokenize(question))}
-    weight = {w: idf(n, size) if document_frequency else 1.0 for w, n in found.items()}
+             for w in dict.fromkeys(index_terms(question))}
+    weight = {w: bm25_idf(n, size) if document_frequency else 1.0 for w, n in found.items()}
     total = sum(weight.values()) or 1.0
     best = passages[0] if passages else None
-    held = set(tokenize(" ".join([best.text, *(w.text for w in best.window), best.heading]))
+    held = set(index_terms(" ".join([best.text, *(w.text for w in best.window), best.heading]))
                ) if best else set()
     return {
         "lexical_top": math.log1p(max(lexical_top, 0.0)),
@@ -87,11 +83,6 @@ def signals(question: str, evidence: Sequence[Evidence], passages: Sequence[Pass
 DENSE_K = 10  # dense_gap: the best dense hit against the k-th
 
 
-def idf(document_frequency: int, size: int) -> float:
-    """BM25's inverse document frequency (as bm25s weighs words)."""
-    return math.log(1.0 + (size - document_frequency + 0.5) / (document_frequency + 0.5))
-
-
 def fitting(question: str, passages: Sequence[Passage]) -> list[Passage]:
     """The passages that can be the kind of answer the question asks for: no release-notes
     entry unless it asks about versions, and one holding a number (one the question does
@@ -105,15 +96,9 @@ def fitting(question: str, passages: Sequence[Passage]) -> list[Passage]:
 
 
 def question_names(question: str) -> set[str]:
-    """Content words of the names the question uses (see _WORD): what it is about."""
-    names: set[str] = set()
-    for n, match in enumerate(_WORD.finditer(question)):
-        word = match.group().rstrip(".-/")
-        inner = word[1:]
-        if (n > 0 and any(c.isupper() for c in word)) or any(
-                c.isdigit() or c in "_./" for c in inner):
-            names |= content_words(word)
-    return names
+    """Content words of the names the question uses (rag.core.text.names): what it is
+    about."""
+    return {word for name in names(question) for word in content_words(name)}
 
 
 class AbstentionModel(BaseModel):

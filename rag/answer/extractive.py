@@ -23,7 +23,6 @@ from rag.answer.questions import (
     answer_kinds,
     asks_when,
     defined_terms,
-    query_terms,
     question_parts,
 )
 from rag.answer.scoring import (
@@ -34,12 +33,11 @@ from rag.answer.scoring import (
     is_release_note,
     share,
 )
-from rag.core.text import word_count
+from rag.core.text import query_terms, word_count
 from rag.reader.markup import version_marker
 from rag.reader.passages import FACT, NAME_HEADING, is_labelled_fact
-from rag.reader.prose import split_sentences
 
-__all__ = ["PassageScorer", "Quote", "answer_kinds", "choose", "split_sentences"]
+__all__ = ["PassageScorer", "Quote", "answer_kinds", "choose"]
 
 # --- choosing what to quote ------------------------------------------------------------------
 

@@ -10,17 +10,16 @@ question or of page; its only constant is the length cap.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from rag.answer.questions import query_terms, terms
 from rag.answer.quoting import code_fence
 from rag.core.records import Evidence
-from rag.core.text import word_count
+from rag.core.text import query_terms, terms, word_count
 from rag.reader.formats import quote_blocks
 from rag.reader.inline import clean_inline, show_links
 from rag.reader.passages import Block
+from rag.stores.lexical import bm25_idf
 
 # Longest quote, in words: about what a reader takes in at a glance (a long list or code
 # block is cut at a line boundary).
@@ -108,8 +107,7 @@ def best_unit(question: str, found: Sequence[Unit]) -> int | None:
         return 0 if found else None
     held = [terms(" ".join(line for b in u.blocks for line in b.lines)) & query for u in found]
     n = len(found)
-    idf = {t: math.log(1 + (n - sum(t in h for h in held) + 0.5)
-                       / (sum(t in h for h in held) + 0.5)) for t in query}
+    idf = {t: bm25_idf(sum(t in h for h in held), n) for t in query}
     scores = [sum(idf[t] for t in h) for h in held]
     return max(range(n), key=lambda i: (scores[i], -i))
 

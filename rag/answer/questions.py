@@ -1,7 +1,7 @@
 """What a question asks: its content words, the kind of answer it wants, and its parts.
 
 Shared by the extractive answer (rag/answer/extractive.py) and abstention (rag/answer/abstention.py);
-words come from the one text-analysis module, rag/core/text.py.
+words and sentences come from the one text analyser, rag/core/text.py.
 """
 
 from __future__ import annotations
@@ -9,68 +9,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from rag.core.text import STOPWORDS, camel_words, parts, stem, tokens
+from rag.core.text import query_terms, split_sentences, stem, terms
 from rag.reader.passages import FACT
 
-__all__ = ["Part", "answer_kinds", "asks_when", "defined_terms", "query_terms", "question_parts",
-           "terms"]
-
-
-# A dotted name's last part that names a file type, not an attribute.
-_NOT_ATTRIBUTE = frozenset({"json", "yaml", "toml", "html", "scss", "less", "conf", "lock",
-                            "mdx", "tsx", "jsx"})
-
-
-def _attribute(tok: str) -> str | None:
-    """The attribute a qualified name ends in (``templates.TemplateResponse``:
-    templateresponse), which docs name on its own; None for a path, URL, file name,
-    version or plain word."""
-    if "." not in tok or "/" in tok or ":" in tok:
-        return None
-    last = tok.rsplit(".", 1)[1]
-    if len(last) < 4 or not any(c.isalpha() for c in last) or last in _NOT_ATTRIBUTE:
-        return None
-    return last
-
-
-def _stems(tok: str) -> list[str]:
-    """A token's stem, plus those of a hyphenated word's parts (re-index: re-index, index)
-    and the attribute a qualified name ends in."""
-    pieces = parts(tok)
-    if len(pieces) > 1 and "-" in tok and all(p.isalpha() for p in pieces):
-        return ["-".join(stem(p) for p in pieces)] + [
-            stem(p) for p in pieces if p not in STOPWORDS and len(p) > 1]
-    attribute = _attribute(tok)
-    return [stem(tok)] if attribute is None else [stem(tok), stem(attribute)]
-
-
-def query_terms(text: str) -> list[str]:
-    """Stemmed content words of a question (rag.core.text), each once, in order."""
-    seen: dict[str, None] = {}
-    for tok in tokens(text):
-        if tok not in STOPWORDS and (len(tok) > 1 or tok.isdigit()):
-            seen.update(dict.fromkeys(_stems(tok)))
-    return list(seen)
-
-
-def terms(text: str) -> set[str]:
-    """Stemmed content words of any text, as the question's are stemmed; a code identifier
-    also counts as the words it is named by, as lexical search counts it
-    (``response_model_exclude_unset``: response, model, exclude, unset; ``devDependencies``:
-    dev, dependencies), so a passage that
-    names the setting matches a question that asks in words. A question's own identifiers
-    stay whole (query_terms): it names the exact thing, not its words."""
-    found = {s for t in tokens(text) if t not in STOPWORDS for s in _stems(t) + _word_parts(t)}
-    return found | {stem(w) for w in camel_words(text) if len(w) > 1 and w not in STOPWORDS}
-
-
-def _word_parts(tok: str) -> list[str]:
-    """The stems of an identifier's word parts (``app.dependency_overrides``: app,
-    depend, overrid); none for a plain word, a hyphenated one (see _stems) or a number."""
-    pieces = parts(tok)
-    if len(pieces) < 2 or "-" in tok and all(p.isalpha() for p in pieces):
-        return []
-    return [stem(p) for p in pieces if p.isalpha() and len(p) > 1 and p not in STOPWORDS]
+__all__ = ["Part", "answer_kinds", "asks_when", "defined_terms", "question_parts"]
 
 
 # --- what kind of answer a question asks for --------------------------------------------------
@@ -123,7 +65,7 @@ def answer_kinds(question: str) -> frozenset[str]:
     """What the question asks for: code (how do I...), a number, a version, a reason, a
     definition (what is X?), an effect (what happens if...?)."""
     kinds = set()
-    asked = _ASKED_END.split(question.strip())  # "Nginx strips the prefix. What option...?"
+    asked = split_sentences(question.strip())  # "Nginx strips the prefix. What option...?"
     if any(_ASK_CODE.search(sentence) for sentence in asked):
         kinds.add("code")
     if _ASK_NUMBER.search(question):
@@ -143,7 +85,6 @@ def answer_kinds(question: str) -> frozenset[str]:
 
 # --- a question in parts -----------------------------------------------------------------------
 
-_ASKED_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9`\"'(])")  # "e.g. for" is one sentence
 _PART_BREAK = re.compile(
     r"(?i),?(?<!\s)\s+(?:and|or|but)\s+(?=(?:how|what|which|where|when|why|who|can|could|will|"
     r"would|is|are|does|do|did|should|since)\b)")
@@ -165,7 +106,7 @@ def question_parts(question: str) -> list[Part]:
     which"...; sentences that set the scene are context, not parts. A clause without a
     content word of its own ("Why not, and how do I fix it?") asks about that scene, so
     it takes the scene's words; with no scene, it is no part."""
-    sentences = _ASKED_END.split(question.strip())
+    sentences = split_sentences(question.strip())
     scene = " ".join(s for s in sentences if not s.endswith("?"))
     found = []
     for asked in sentences:

@@ -10,7 +10,6 @@ scores.
 
 from __future__ import annotations
 
-import math
 import re
 from collections import Counter
 from collections.abc import Sequence
@@ -19,14 +18,15 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from rag.answer.questions import Part, answer_kinds, defined_terms, query_terms, question_parts
-from rag.answer.questions import terms as _terms
+from rag.answer.questions import Part, answer_kinds, defined_terms, question_parts
 from rag.answer.quoting import attachment, quote
 from rag.core.records import Evidence
-from rag.core.text import tokens, word_count
+from rag.core.text import query_terms, tokens, word_count
+from rag.core.text import terms as _terms
 from rag.reader.formats import quote_blocks
 from rag.reader.passages import BULLET, FACT, NAME_HEADING, Block, is_labelled_fact
 from rag.reader.prose import Sentence, sentences
+from rag.stores.lexical import bm25_idf
 
 __all__ = ["Passage", "PassageScorer", "answer_bonus", "defines_term", "has_kind", "is_release_note",
            "place_prior", "share"]
@@ -137,7 +137,7 @@ class PassageScorer:
             return []
         n = len(found)
         df = Counter(t for p in found for t in set(p.terms) & set(query))
-        idf = {t: math.log(1 + (n - df[t] + 0.5) / (df[t] + 0.5)) for t in query}
+        idf = {t: bm25_idf(df[t], n) for t in query}
         total = sum(idf.values()) or 1.0
         weights = {t: w / total for t, w in idf.items()}
         for p in found:

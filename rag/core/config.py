@@ -20,7 +20,7 @@ DEFAULT_INDEX = Path("indexes/default")
 ENV_PREFIX = "RAG_"
 # RAG_* variables that are not config values (the API key variable named in the config is
 # allowed too).
-OTHER_ENV = frozenset({"RAG_DEBUG", "RAG_TEST_CRASH_AT"})
+OTHER_ENV = frozenset({"RAG_DEBUG"})
 
 
 class _Section(BaseModel):

@@ -1,19 +1,13 @@
-"""Typed records that flow between the pipeline's stages (see docs: contracts)."""
+"""Typed records that flow between the pipeline's stages (see docs: contracts).
+
+A Source is one docs file under the docs root, named by its path relative to that root;
+chunks, hits, evidence and citations all point into one.
+"""
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 from typing import Any
-
-
-@dataclass(frozen=True)
-class Source:
-    """One Markdown file under the docs root."""
-
-    source_id: str
-    path: str  # relative to the docs root, forward slashes
-    content_hash: str
-    visibility: tuple[str, ...] = ()  # groups allowed to see it; empty means public
 
 
 @dataclass(frozen=True)

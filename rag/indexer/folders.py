@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -19,6 +18,7 @@ from typing import TYPE_CHECKING
 
 from rag.core.config import DEFAULT_INDEX, Settings
 from rag.core.errors import IndexBusyError, IndexingError, RagError
+from rag.core.files import atomic_write
 from rag.core.paths import keep_private, private_dir, user_cache
 from rag.stores import folder as store
 
@@ -108,9 +108,7 @@ def mark_fresh(index: Path, settings: Settings, version: str) -> None:
     if settings.store.kind != "faiss" or not index.is_dir():
         return
     data = {"version": version, "settings": _fingerprint(settings)}
-    tmp = index / f"{CHECK_FILE}.tmp"
-    tmp.write_text(json.dumps(data), encoding="utf-8")
-    os.replace(tmp, index / CHECK_FILE)
+    atomic_write(index / CHECK_FILE, json.dumps(data))
     keep_private(index)
 
 

@@ -2,8 +2,7 @@
 
 The export (the only step that imports torch) runs once per model: the cached file's
 name carries a fingerprint of the model's config and weights, so a different or updated
-model never reuses a stale graph. Files are written to a temporary name and renamed into
-place, so a crash mid-export leaves no half-written cache; a cache file that onnxruntime
+model never reuses a stale graph. Files are written whole (rag.core.files.atomic_write), so a crash mid-export leaves no half-written cache; a cache file that onnxruntime
 cannot load (corrupted on disk, truncated by hand) is rebuilt.
 """
 
@@ -13,16 +12,14 @@ import hashlib
 import inspect
 import json
 import logging
-import os
 import re
-import tempfile
 import warnings
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rag.core.errors import ConfigError
+from rag.core.files import atomic_write
 
 if TYPE_CHECKING:
     import onnxruntime
@@ -37,6 +34,7 @@ OUTPUT_NAME = "last_hidden_state"
 WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
 POOLING_MODES = ("mean", "cls", "max")
 _SAMPLE_WINDOW = 1 << 20  # bytes read from each of several places in a weights file
+SHARED_FILE = 0o644  # a cache file: other users of the machine may read the same model
 
 
 @dataclass(frozen=True)
@@ -166,19 +164,6 @@ def cache_dir_path(configured: str) -> Path:
     return path
 
 
-def _write_atomically(dest: Path, write: Callable[[Path], None]) -> None:
-    """Run write(tmp) on a temporary file beside dest, then rename it into place."""
-    fd, tmp_name = tempfile.mkstemp(dir=dest.parent, prefix=f".{dest.name}.", suffix=".tmp")
-    os.close(fd)
-    tmp = Path(tmp_name)
-    try:
-        write(tmp)
-        tmp.chmod(0o644)  # mkstemp makes it private; the cache may be shared
-        os.replace(tmp, dest)
-    finally:
-        tmp.unlink(missing_ok=True)
-
-
 def export_transformer(layout: ModelLayout, dest: Path) -> None:
     """Export the model's transformer (token embeddings out) to an ONNX file at dest."""
     try:  # the only place torch is imported on the onnx path
@@ -227,7 +212,7 @@ def export_transformer(layout: ModelLayout, dest: Path) -> None:
         if load_session(tmp, threads=1) is None:
             raise ConfigError(f"embedding model: ONNX export of {layout.root} is not loadable")
 
-    _write_atomically(dest, write)
+    atomic_write(dest, write, mode=SHARED_FILE)
 
 
 class _DropMessage(logging.Filter):
@@ -255,7 +240,7 @@ def quantize_int8(src: Path, dest: Path) -> None:
         finally:
             logging.getLogger().removeFilter(hint)
 
-    _write_atomically(dest, write)
+    atomic_write(dest, write, mode=SHARED_FILE)
 
 
 def load_session(path: Path, threads: int) -> onnxruntime.InferenceSession | None:

@@ -34,7 +34,7 @@ from rag.indexer.common import (
     sha256_hex,
 )
 from rag.indexer.embedding import Embedder
-from rag.stores.folder import Manifest, crash_point
+from rag.stores.folder import Manifest
 from rag.stores.lexical import chunk_tokens
 from rag.stores.pg_schema import ADVISORY_KEY, connect, schema_sql, where
 
@@ -118,15 +118,18 @@ def _build(conn: Any, docs_root: Path, settings: Settings, embedder: Embedder, r
     words = {h: chunk_tokens(c) for h, c in zip(hashes, chunks)}
     with conn.transaction():
         version_id, name = _write_version(conn, wanted, chunks, hashes, words, rebuild)
-    crash_point("pg_before_switch")
-    with conn.transaction():  # the switch: one short transaction
-        conn.execute("UPDATE rag_versions SET is_current = false WHERE is_current")
-        conn.execute("UPDATE rag_versions SET is_current = true WHERE id = %s", (version_id,))
-    crash_point("pg_after_switch")
+    switch_version(conn, version_id)
     _collect_garbage(conn)
     report.version = name
     report.chunks_total = len(chunks)
     return report
+
+
+def switch_version(conn: Any, version_id: int) -> None:
+    """Make the written version the current one, in one short transaction."""
+    with conn.transaction():
+        conn.execute("UPDATE rag_versions SET is_current = false WHERE is_current")
+        conn.execute("UPDATE rag_versions SET is_current = true WHERE id = %s", (version_id,))
 
 
 @contextmanager

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from rag.core.terminal import one_line as safe
+from rag.core.text import content_words
 from rag.reader.fences import closes_fence
 from rag.reader.inline import outside_code
 from rag.reader.markup import ANY_FENCE
@@ -24,27 +25,23 @@ if TYPE_CHECKING:
 PREVIEW_LINES = 4  # quoted lines per citation; longer spans show the best few and "..."
 Segment = tuple[str, str]  # (text, rich style)
 Line = list[Segment]
-_WORD = re.compile(r"[a-z0-9_]+")
 
 
 def _labels(citations: Sequence[Citation]) -> str:
     return "".join(f" [{label}]" for label in dict.fromkeys(c.label for c in citations))
 
 
-def _words(text: str) -> set[str]:
-    return {w for w in _WORD.findall(text.lower()) if len(w) > 2}
-
-
 def preview(quoted: Sequence[tuple[int, str]], statements: Sequence[str],
             limit: int = PREVIEW_LINES) -> tuple[list[tuple[int, str]], int, int]:
     """At most ``limit`` of the cited lines: the run of non-blank lines that holds the most
     words of the statements they support, centred on the best single line when several
-    runs hold as many; returns (lines, lines hidden above, lines hidden below)."""
+    runs hold as many; returns (lines, lines hidden above, lines hidden below). Words are
+    the content words the support check reads (rag.core.text.content_words)."""
     if len(quoted) <= limit:
         return list(quoted), 0, 0
     lines = [q for q in quoted if q[1].strip()] or list(quoted)
-    wanted = set().union(*(_words(s) for s in statements)) if statements else set()
-    words = [_words(text) & wanted for _, text in lines]
+    wanted = set().union(*(content_words(s) for s in statements)) if statements else set()
+    words = [content_words(text) & wanted for _, text in lines]
     best = max(range(len(lines)), key=lambda i: (len(words[i]), -i))
 
     def score(start: int) -> tuple[int, float]:

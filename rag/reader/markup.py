@@ -293,11 +293,6 @@ def display_lines(lines: Sequence[str], *, mdx: bool = False) -> list[str]:
     return [scanner.line(i) for i in range(len(lines))]
 
 
-def display_line(line: str, *, mdx: bool = False) -> str:
-    """One line without context (no open comment or fence before it); see display_lines."""
-    return display_lines([line], mdx=mdx)[0]
-
-
 def clean_markup(text: str, *, mdx: bool = False) -> str:
     """``text`` without docs-generator markup: what the encoder embeds and answers show.
 

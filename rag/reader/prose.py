@@ -1,6 +1,7 @@
 """Sentences of a chunk's blocks: where one ends, and which are whole enough to quote.
 
-A paragraph is split at sentence ends ("e.g." and "i.e." are none); a fragment, a sentence
+A paragraph is split at sentence ends (rag.core.text.split_sentences: "e.g." and "i.e."
+are none); a fragment, a sentence
 cut short or one that only finishes the sentence before a code block is never a quote's
 start. Short sentences that state one fact ("Default is `75`.") join the sentence before
 them; a short first one ("Specify server port.") joins the one after it. Items and table
@@ -15,14 +16,10 @@ import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from rag.core.text import leads_in
+from rag.core.text import leads_in, split_sentences
 from rag.reader.inline import clean_inline, row_text, show_links
-from rag.reader.passages import BULLET, NAME_HEADING, Block, is_labelled_fact, read_blocks
+from rag.reader.passages import BULLET, NAME_HEADING, Block, is_labelled_fact
 
-# A sentence ends at ".", "!" or "?" before a space and a capital, code or a quote, but not
-# after "e.g." or "i.e." ("names (e.g. `robots.txt`) or ...") or "vs." and "cf.".
-_SENTENCE_END = re.compile(r"(?<=[.!?])(?<!\b[eE]\.g\.)(?<!\b[iI]\.e\.)(?<!\bvs\.)(?<!\bcf\.)\s+"
-                           r"(?=[A-Z0-9`\"'(\[*_])")
 _COMPLETE = re.compile(r"[.!?:;)\]\"'`*]$")
 # What may follow a sentence's last mark: emoji (and their variation selectors and joiners),
 # as in "...was added in FastAPI `0.102.0`. 🤓".
@@ -76,7 +73,7 @@ def sentences(blocks: Sequence[Block]) -> list[Sentence]:
             starts.append(len(joined))
             joined += line + " "
         pos = 0
-        parts = _SENTENCE_END.split(joined.strip())
+        parts = split_sentences(joined.strip())
         kept_previous = False  # whether the part before this one was kept
         opening: tuple[str, int] | None = None  # a short first sentence, and its first line
         for n, part in enumerate(parts):
@@ -133,9 +130,3 @@ def sentences(blocks: Sequence[Block]) -> list[Sentence]:
             out.append(Sentence(text, first, last, b_index, ends, continues))
             kept_previous = True
     return out
-
-
-def split_sentences(text: str) -> list[str]:
-    """The sentences of a chunk's Markdown that a quote can start with, verbatim (code,
-    markup and "...and then" continuations skipped)."""
-    return [s.text for s in sentences(read_blocks(text)) if not s.continues]

@@ -2,19 +2,19 @@
 
 Docs written one paragraph per line give lines of thousands of word-pieces; the encoder
 reads the first 256 and drops the rest. :func:`split_line` cuts such a line into pieces
-that each fit ``max_tokens``: after a sentence end (``.``, ``!``, ``?`` followed by a
-space) where it can, else at a space, else anywhere (a single "word" over the budget).
+that each fit ``max_tokens``: after a sentence end (the one rule,
+:data:`rag.core.text.SENTENCE_END`) where it can, else at a space, else anywhere (a single
+"word" over the budget).
 Pieces never start or end with blanks and never overlap; what lies between them is
 only whitespace. Positions are ``str`` indexes (code points) in the line.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 
-# A sentence end, closing quotes or brackets after it, then the spaces before the next one.
-_SENTENCE_END = re.compile(r"[.!?][\"')\]*_`]*[ \t]+")
+from rag.core.text import SENTENCE_END
+
 _FIRST_WINDOW_CHARS_PER_TOKEN = 4  # real docs: about 3 characters per MiniLM word-piece
 
 
@@ -43,9 +43,8 @@ def _sentences(line: str) -> list[tuple[int, int]]:
     """Non-blank ``(start, end)`` ranges of the line's sentences, blanks left out."""
     out: list[tuple[int, int]] = []
     pos = 0
-    for match in _SENTENCE_END.finditer(line):
-        end = match.start() + len(match[0].rstrip(" \t"))
-        out.append((pos, end))
+    for match in SENTENCE_END.finditer(line):  # a match is the white space between two
+        out.append((pos, match.start()))
         pos = match.end()
     out.append((pos, len(line)))
     return [span for s, e in out if (span := _strip(line, s, e))]

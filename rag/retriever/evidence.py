@@ -170,54 +170,6 @@ def format_evidence_blocks(evidence: Sequence[Evidence]) -> str:
     return BLOCK_SEPARATOR.join(format_evidence_block(ev) for ev in evidence)
 
 
-_LABEL_LINE = re.compile(r"Evidence (E[1-9][0-9]*)")
-_SPAN = re.compile(r"([0-9]+)-([0-9]+)")
-
-
-def _expect(lines: list[str], i: int, prefix: str, label: str) -> str:
-    if i >= len(lines) or not lines[i].startswith(prefix):
-        raise ValueError(f"evidence block {label}: expected a line starting with {prefix!r}")
-    return lines[i][len(prefix):]
-
-
-def parse_evidence_blocks(prompt: str) -> list[dict]:
-    """Read formatted blocks back out of a prompt (the inverse of format_evidence_blocks).
-
-    Text outside blocks is ignored; a block that starts but is malformed raises ValueError.
-    Content comes back neutralised, exactly as the model saw it.
-    """
-    lines = prompt.split("\n")
-    blocks: list[dict] = []
-    i = 0
-    while i < len(lines):
-        m = _LABEL_LINE.fullmatch(lines[i])
-        if not m:
-            i += 1
-            continue
-        label = m.group(1)
-        path = _expect(lines, i + 1, "Source: ", label)
-        span = _SPAN.fullmatch(_expect(lines, i + 2, "Lines: ", label))
-        if span is None:
-            raise ValueError(f"evidence block {label}: malformed Lines header")
-        heading = _expect(lines, i + 3, "Heading: ", label)
-        if lines[i + 4 : i + 6] != ["Content:", OPEN_TAG]:
-            raise ValueError(f"evidence block {label}: expected 'Content:' then {OPEN_TAG}")
-        try:
-            end = lines.index(CLOSE_TAG, i + 6)
-        except ValueError:
-            raise ValueError(f"evidence block {label}: {CLOSE_TAG} missing") from None
-        blocks.append({
-            "label": label,
-            "source_path": path,
-            "start_line": int(span.group(1)),
-            "end_line": int(span.group(2)),
-            "heading": None if heading == NO_HEADING else heading,
-            "content": "\n".join(lines[i + 6 : end]),
-        })
-        i = end + 1
-    return blocks
-
-
 @dataclass(frozen=True)
 class Selection:
     """What the evidence stage chose, what it left out and why."""

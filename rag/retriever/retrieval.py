@@ -34,7 +34,6 @@ from rag.stores.folder import IndexVersion, faiss_id
 
 MODES = ("dense", "lexical", "hybrid")
 FILTER_CACHE = 128  # group sets whose filters are kept: each holds a mask and an id list
-FUSIONS = ("rrf", "convex")
 
 
 def visible(chunk: Chunk, groups: frozenset[str]) -> bool:

@@ -2,7 +2,7 @@
 
 Layout of an index folder::
 
-    CURRENT            name of the live version folder (replaced with os.replace)
+    CURRENT            name of the live version folder (replaced whole: atomic_write)
     v-<stamp>/         one complete version
         manifest.json  format version, embedding model, dimension, chunk settings, files
         chunks.jsonl   one Chunk record a line, in row order
@@ -10,8 +10,9 @@ Layout of an index folder::
         lexical/       BM25 index over the same chunks (bm25s files)
     .lock              held (flock) while a writer builds a new version
 
-A writer builds a complete new version folder, fsyncs it, then swaps CURRENT. A process
-killed at any point leaves CURRENT naming the previous, complete version.
+A writer builds a complete new version folder, fsyncs it, then swaps CURRENT
+(:func:`switch_version`). A process killed at any point leaves CURRENT naming the
+previous, complete version, or the new one once the swap is done.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from typing import Any
 import numpy as np
 
 from rag.core.errors import IndexBusyError, IndexingError
+from rag.core.files import TEMPORARY_SUFFIX, atomic_write, fsync_dir
 from rag.core.paths import keep_private, make_dir
 from rag.core.records import Chunk
 
@@ -195,28 +197,6 @@ class IndexVersion:
         return self._lexical
 
 
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _write_file(path: Path, data: bytes) -> None:
-    with open(path, "wb") as fh:
-        fh.write(data)
-        fh.flush()
-        os.fsync(fh.fileno())
-
-
-def crash_point(name: str) -> None:
-    """Tests kill the process here (RAG_TEST_CRASH_AT=name) to prove the swap is atomic;
-    public because the database writer (rag.indexer.pg_writer) marks its switch with it too."""
-    if os.environ.get("RAG_TEST_CRASH_AT") == name:
-        os.kill(os.getpid(), 9)
-
-
 def _read_current(root: Path) -> Path | None:
     try:
         name = (root / CURRENT).read_text(encoding="utf-8").strip()
@@ -331,33 +311,35 @@ def write_version(
     tmp.mkdir(parents=True)
     manifest.created = time.time()
     body = "".join(json.dumps(c.to_dict(), ensure_ascii=False) + "\n" for c in chunks)
-    _write_file(tmp / "chunks.jsonl", body.encode("utf-8"))
+    (tmp / "chunks.jsonl").write_bytes(body.encode("utf-8"))
     faiss.write_index(vectors, str(tmp / "vectors.faiss"))
     lexical.save(tmp / "lexical")
-    crash_point("after_vectors")
-    _write_file(tmp / "manifest.json", manifest.to_json().encode("utf-8"))
+    (tmp / "manifest.json").write_bytes(manifest.to_json().encode("utf-8"))
     for path in tmp.rglob("*"):
         if path.is_file():
             with open(path, "rb") as fh:
                 os.fsync(fh.fileno())
-    _fsync_dir(tmp)
+    fsync_dir(tmp)
     final = root / name
     os.rename(tmp, final)
-    _fsync_dir(root)
-    crash_point("before_swap")
-    _write_file(root / f".{CURRENT}.tmp", name.encode("utf-8"))
-    os.replace(root / f".{CURRENT}.tmp", root / CURRENT)
-    _fsync_dir(root)
-    crash_point("after_swap")
+    fsync_dir(root)
+    switch_version(root, name)
     _collect_garbage(root, keep=name)
     keep_private(root)  # a cache index's files 0600; nothing changes elsewhere
     return final
 
 
+def switch_version(root: Path, name: str) -> None:
+    """Make the complete version folder ``name`` the live one, in one atomic step."""
+    atomic_write(root / CURRENT, name)
+
+
 def _collect_garbage(root: Path, keep: str) -> None:
-    """Drop unfinished temp folders and all but the newest KEEP_VERSIONS versions."""
+    """Drop unfinished temp folders and files and all but the newest KEEP_VERSIONS versions."""
     for tmp in root.glob(".tmp-v-*"):
         shutil.rmtree(tmp, ignore_errors=True)
+    for tmp in root.glob(f".{CURRENT}.*{TEMPORARY_SUFFIX}"):  # only a writer writes CURRENT
+        tmp.unlink(missing_ok=True)
     versions = sorted((p for p in root.glob("v-*") if p.is_dir()), key=lambda p: p.name)
     old = [p for p in versions if p.name != keep][: max(0, len(versions) - KEEP_VERSIONS)]
     for path in old:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -10,9 +11,9 @@ import numpy as np
 
 from rag.core.errors import IndexingError
 from rag.core.records import Chunk
-from rag.core.text import STOPWORDS, parts, stem, tokens
+from rag.core.text import index_terms
 
-# Bumped whenever tokenize() or what is indexed changes: an index built with other tokens
+# Bumped whenever rag.core.text.index_terms or what is indexed changes: an index built with other tokens
 # would silently miss words, so loading it asks for `rag index` instead.
 ANALYZER = "snowball-heading1"
 # How many times a chunk's heading path (a front matter title included) is indexed before
@@ -22,18 +23,10 @@ ANALYZER = "snowball-heading1"
 HEADING_WEIGHT = 1
 
 
-def tokenize(text: str) -> list[str]:
-    """Snowball stems of the words of rag.core.text, stopwords dropped; an identifier such as
-    ``max_tokens`` or ``app.get`` counts whole and as its parts."""
-    out: list[str] = []
-    for token in tokens(text):
-        if token in STOPWORDS:
-            continue
-        out.append(stem(token))
-        pieces = parts(token)
-        if len(pieces) > 1:
-            out.extend(stem(p) for p in pieces if p not in STOPWORDS)
-    return out
+def bm25_idf(document_frequency: int, size: int) -> float:
+    """BM25's inverse document frequency of a word that ``document_frequency`` of ``size``
+    rows hold (Lucene's, as bm25s weighs words)."""
+    return math.log(1 + (size - document_frequency + 0.5) / (document_frequency + 0.5))
 
 
 def chunk_tokens(chunk: Chunk, heading_weight: int = HEADING_WEIGHT) -> list[str]:
@@ -41,9 +34,9 @@ def chunk_tokens(chunk: Chunk, heading_weight: int = HEADING_WEIGHT) -> list[str
     format other than Markdown, its text as a reader sees it: no tags, no JSON)."""
     from rag.reader.formats import search_text
 
-    heading = tokenize(chunk.heading) if chunk.heading else []
+    heading = index_terms(chunk.heading) if chunk.heading else []
     shown = search_text(chunk)
-    return heading * heading_weight + tokenize(chunk.text if shown is None else shown)
+    return heading * heading_weight + index_terms(chunk.text if shown is None else shown)
 
 
 class LexicalIndex:
@@ -70,7 +63,7 @@ class LexicalIndex:
     @classmethod
     def build(cls, texts: Sequence[str]) -> LexicalIndex:
         """BM25 over plain texts, one row per text."""
-        return cls.build_tokens([tokenize(t) for t in texts])
+        return cls.build_tokens([index_terms(t) for t in texts])
 
     @classmethod
     def build_tokens(cls, rows: Sequence[list[str]]) -> LexicalIndex:
@@ -162,7 +155,7 @@ class LexicalIndex:
         self, query: str, k: int, allowed: np.ndarray | None = None
     ) -> list[tuple[int, float]]:
         """(row, score) of the best k rows with a positive score; `allowed` is a 0/1 row mask."""
-        return self.search_tokens(tokenize(query), k, allowed)
+        return self.search_tokens(index_terms(query), k, allowed)
 
     def search_tokens(
         self, words: Sequence[str], k: int, allowed: np.ndarray | None = None

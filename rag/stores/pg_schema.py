@@ -10,7 +10,7 @@
   missed the three nearest chunks of a dev-set question at ef_search 256; 32 and 200 did not).
   Content-addressed, so any version, or any worker, reuses what was embedded once.
 * ``rag_terms``: term frequencies per distinct embedded text (tokenised in Python by
-  ``rag.stores.lexical.tokenize``, the same words bm25s sees); ``rag_df``: document frequencies per
+  ``rag.core.text.index_terms``, the same words bm25s sees); ``rag_df``: document frequencies per
   version. BM25 is computed from these at query time, so scores equal the folder store's.
 """
 

@@ -24,6 +24,7 @@ import numpy as np
 from rag.core.config import Settings
 from rag.core.errors import IndexingError, RetrievalError
 from rag.core.records import Chunk
+from rag.core.text import index_terms
 from rag.stores.folder import Manifest
 from rag.stores.pg_schema import Pool, pool, where
 
@@ -35,13 +36,6 @@ CHUNK_COLUMNS = ("c.pos, c.chunk_id, c.source_id, c.source_path, c.text, c.start
 VISIBLE = "(c.visibility = '{}' OR c.visibility && %(groups)s::text[])"
 # Rank on narrow rows first, then read the k chunks' columns (text included) once.
 WITH_CHUNK = "JOIN rag_chunks c ON c.version_id = %(v)s AND c.pos = top.pos"
-
-
-def terms(text: str) -> list[str]:
-    """The words BM25 counts: the folder store's tokenizer, so both stores rank alike."""
-    from rag.stores.lexical import tokenize
-
-    return tokenize(text)
 
 
 class Rows(Sequence[Chunk]):
@@ -177,7 +171,7 @@ class PostgresIndex:
 
     def lexical(self, query: str, k: int, groups: frozenset[str]) -> list[tuple[int, float]]:
         """BM25 (bm25s's Lucene formula) from term statistics, inside the database."""
-        counts = Counter(terms(query))
+        counts = Counter(index_terms(query))  # as the folder store counts
         if not counts or k <= 0:
             return []
         rows = self._run(

@@ -7,18 +7,18 @@ about 445 prompt and 73 answer tokens/s as Q4_0, 410 and 52 as Q8_0, 250 and 60 
 So the first local answer makes a Q4_0 copy once (about 6 s): each Q4_1 tensor is
 dequantized and quantized again with llama.cpp's own Python library (``gguf``); every
 other tensor and all metadata are copied as they are. The copy lives in the user's cache,
-named after the file it came from (path, size, mtime), written to a temporary file and
-renamed, so an interrupted copy is never used.
+named after the file it came from (path, size, mtime), and written whole
+(rag.core.files.atomic_write), so an interrupted copy is never used.
 """
 
 from __future__ import annotations
 
 import hashlib
-import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
 
+from rag.core.files import atomic_write
 from rag.core.paths import make_dir, user_cache
 
 __all__ = ["fast_copy", "model_cache", "runnable_model"]
@@ -52,14 +52,10 @@ def fast_copy(source: str | Path, cache: Path | None = None,
     reader = gguf.GGUFReader(src)
     if not any(t.tensor_type == gguf.GGMLQuantizationType.Q4_1 for t in reader.tensors):
         return src
-    partial = target.with_name(f"{target.name}.{os.getpid()}.partial")
     if on_copy is not None:
         on_copy()
-    try:
-        _requantize(gguf, reader, partial)
-        os.replace(partial, target)  # another process making the same copy: either wins
-    finally:
-        partial.unlink(missing_ok=True)
+    # Another process making the same copy writes its own temporary file: either wins.
+    atomic_write(target, lambda tmp: _requantize(gguf, reader, tmp))
     return target
 
 

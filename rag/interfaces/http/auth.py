@@ -20,7 +20,6 @@ import logging
 import os
 import re
 import secrets
-import tempfile
 import threading
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -30,6 +29,7 @@ from urllib.parse import urlsplit
 
 from rag.core.config import ServerSettings
 from rag.core.errors import ConfigError
+from rag.core.files import atomic_write
 
 log = logging.getLogger("rag.auth")
 TOKEN_PREFIX = "rag_"
@@ -123,18 +123,7 @@ def _locked(path: Path) -> Iterator[None]:
 def _write_tokens(path: Path, entries: list[TokenEntry]) -> None:
     """Replace the file atomically; it is created 0600 and never exists half-written."""
     text = json.dumps({"version": 1, "tokens": [e.to_dict() for e in entries]}, indent=2)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)  # mode 0600
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text + "\n")
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.chmod(tmp, 0o600)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
+    atomic_write(path, text + "\n", mode=0o600)
 
 
 def add_token(path: Path, name: str, groups: tuple[str, ...]) -> str:
