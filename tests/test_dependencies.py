@@ -70,8 +70,8 @@ def test_the_application_install_reaches_no_torch() -> None:
     extras = PROJECT["optional-dependencies"]
     todo = [Requirement(r) for r in PROJECT["dependencies"]]
     todo += [Requirement(r) for extra in _app_extras() for r in extras[extra]]
-    env = {**default_environment(), "extra": ""}
-    required_by = {canonicalize_name(r.name): "rag" for r in todo}
+    env = {**{k: str(v) for k, v in default_environment().items()}, "extra": ""}
+    required_by: dict[str, str] = {canonicalize_name(r.name): "rag" for r in todo}
     walked: set[str] = set()
     while todo:
         req = todo.pop()

@@ -181,7 +181,7 @@ def real_chunks(limit: int = 200) -> list[str]:
 
 def torch_export(model_dir: Path, dest: Path) -> None:
     """The ONNX file as torch's exporter writes it (how this project built it before)."""
-    torch = pytest.importorskip("torch")
+    torch: Any = pytest.importorskip("torch")
     transformers = pytest.importorskip("transformers")
     model = transformers.AutoModel.from_pretrained(str(model_dir), attn_implementation="eager")
     model.eval()
