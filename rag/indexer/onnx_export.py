@@ -1,37 +1,34 @@
-"""ONNX export of a sentence-transformers model, cached on disk, plus its int8 variant.
+"""The ONNX file of a sentence-transformers model, cached on disk, plus its int8 variant.
 
-The export (the only step that imports torch) runs once per model: the cached file's
-name carries a fingerprint of the model's config and weights, so a different or updated
-model never reuses a stale graph. Files are written whole (rag.core.files.atomic_write), so a crash mid-export leaves no half-written cache; a cache file that onnxruntime
-cannot load (corrupted on disk, truncated by hand) is rebuilt.
+The file is built once per model from its safetensors weights (onnx_graph, no torch): the
+cached file's name carries a fingerprint of the model's config and weights, so a different
+or updated model never reuses a stale graph. Files are written whole
+(rag.core.files.atomic_write), so a crash mid-export leaves no half-written cache; a cache
+file that onnxruntime cannot load (corrupted on disk, truncated by hand) is rebuilt.
 """
 
 from __future__ import annotations
 
 import hashlib
-import inspect
 import json
 import logging
 import re
-import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rag.core.errors import ConfigError
 from rag.core.files import atomic_write
+from rag.indexer.onnx_graph import INPUT_NAMES, OPSET, OUTPUT_NAME, WEIGHTS_FILE, write_encoder
 
 if TYPE_CHECKING:
     import onnxruntime
 
 log = logging.getLogger(__name__)
 
-# Bump when the exported graph changes shape or meaning, so old caches are not reused.
-EXPORT_FORMAT = 1
-OPSET = 17
-INPUT_NAMES = ("input_ids", "attention_mask", "token_type_ids")
-OUTPUT_NAME = "last_hidden_state"
-WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
+# Bump when the built graph changes shape or meaning, so old caches are not reused.
+# 2: written by onnx_graph from the safetensors weights (1 was torch's exporter).
+EXPORT_FORMAT = 2
 POOLING_MODES = ("mean", "cls", "max")
 _SAMPLE_WINDOW = 1 << 20  # bytes read from each of several places in a weights file
 SHARED_FILE = 0o644  # a cache file: other users of the machine may read the same model
@@ -144,12 +141,11 @@ def cache_stem(layout: ModelLayout, name: str) -> str:
     """File stem for this model's export: readable name plus a content fingerprint."""
     h = hashlib.sha256(f"format={EXPORT_FORMAT};opset={OPSET}".encode())
     h.update((layout.transformer_dir / "config.json").read_bytes())
-    weights = [layout.transformer_dir / w for w in WEIGHT_FILES
-               if (layout.transformer_dir / w).is_file()]
-    if not weights:
-        raise ConfigError(f"embedding model: no weights file in {layout.transformer_dir}")
-    for path in weights:
-        h.update(path.name.encode() + _sample_digest(path).encode())
+    weights = layout.transformer_dir / WEIGHTS_FILE
+    if not weights.is_file():
+        raise ConfigError(f"embedding model: the onnx backend reads {WEIGHTS_FILE}, which "
+                          f'{layout.transformer_dir} lacks; set embedding.backend = "torch"')
+    h.update(weights.name.encode() + _sample_digest(weights).encode())
     slug = re.sub(r"[^A-Za-z0-9._-]+", "_", Path(name.rstrip("/\\")).name or "model")
     return f"{slug}-{h.hexdigest()[:16]}"
 
@@ -165,52 +161,14 @@ def cache_dir_path(configured: str) -> Path:
 
 
 def export_transformer(layout: ModelLayout, dest: Path) -> None:
-    """Export the model's transformer (token embeddings out) to an ONNX file at dest."""
-    try:  # the only place torch is imported on the onnx path
-        import torch
-        from transformers import AutoModel
-        from transformers.utils import logging as hf_logging
-    except ImportError:
-        raise ConfigError(
-            "the one-time ONNX export needs torch and transformers: "
-            "pip install torch sentence-transformers"
-        ) from None
-    from tokenizers import Tokenizer
-
-    log.info("exporting %s to ONNX (once; cached at %s)", layout.root, dest)
-    hf_logging.disable_progress_bar()
-    # Eager attention exports as plain MatMul/Softmax, which every onnxruntime build runs.
-    model = AutoModel.from_pretrained(str(layout.transformer_dir), attn_implementation="eager")
-    model.eval()
-    tokenizer = Tokenizer.from_file(str(layout.tokenizer_file))
-    tokenizer.enable_padding()
-    # Two inputs of different lengths, so the traced graph includes the padding mask path.
-    sample = tokenizer.encode_batch(["A short one.", "A somewhat longer sample sentence here."])
-    accepted = inspect.signature(model.forward).parameters
-    names = [n for n in INPUT_NAMES if n in accepted]
-    fields = {"input_ids": "ids", "attention_mask": "attention_mask", "token_type_ids": "type_ids"}
-    args = tuple(torch.tensor([getattr(e, fields[n]) for e in sample], dtype=torch.long)
-                 for n in names)
-
-    class _Wrapper(torch.nn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            self.inner = model
-
-        def forward(self, *inputs: torch.Tensor) -> torch.Tensor:
-            return self.inner(**dict(zip(names, inputs)), return_dict=True).last_hidden_state
-
-    axes = {n: {0: "batch", 1: "sequence"} for n in [*names, OUTPUT_NAME]}
+    """Write the model's transformer (token vectors out) as an ONNX file at dest."""
+    config = _read_json(layout.transformer_dir / "config.json")
+    log.info("building the ONNX graph of %s (once; cached at %s)", layout.root, dest)
 
     def write(tmp: Path) -> None:
-        with torch.no_grad(), warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # tracer warnings about shape-dependent Python ifs
-            torch.onnx.export(
-                _Wrapper(), args, str(tmp), input_names=names, output_names=[OUTPUT_NAME],
-                dynamic_axes=axes, opset_version=OPSET, dynamo=False,
-            )
+        write_encoder(layout.transformer_dir, config, tmp)
         if load_session(tmp, threads=1) is None:
-            raise ConfigError(f"embedding model: ONNX export of {layout.root} is not loadable")
+            raise ConfigError(f"embedding model: the ONNX graph of {layout.root} is not loadable")
 
     atomic_write(dest, write, mode=SHARED_FILE)
 
