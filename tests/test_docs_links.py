@@ -26,7 +26,7 @@ REPO_PATH = re.compile(
     r"(?<![\w./<-])(?:rag|scripts|tests|configs|corpus|evals|docs|reports)/[\w./-]*+(?![<*{])")
 # Files the tools write when run, named in the docs but not kept in the repository.
 WRITTEN_WHEN_RUN = ("reports/eval.png", "reports/sets/")
-# A dotted name of the package in a code span: `rag.stores.lexical.tokenize`.
+# A dotted name of the package in a code span: `rag.core.text.index_terms`.
 DOTTED = re.compile(r"^rag(?:\.\w+)+$")
 NOT_PYTHON = ("rag.groups",)  # a PostgreSQL setting the server sets per request
 TEST_REF = re.compile(r"(tests/[\w/]+\.py)(?:::(\w+))?|(?<![\w/])::(\w+)")
@@ -159,6 +159,6 @@ def test_the_checks_catch_a_broken_link_and_a_missing_test(tmp_path: Path) -> No
     assert REPO_PATH.findall("see rag/answer/extractive.py, `python scripts/bench.py --quick`"
                              " and ../shared/docs/x.md, reports/eval-<generator>.json") == [
         "rag/answer/extractive.py", "scripts/bench.py"]
-    assert resolves("rag.stores.lexical.tokenize") and not resolves("rag.stores.lexical.nope")
+    assert resolves("rag.core.text.index_terms") and not resolves("rag.core.text.nope")
     refs = [m.groups() for m in TEST_REF.finditer("`tests/test_a.py::test_b`, `::test_c`")]
     assert refs == [("tests/test_a.py", "test_b", None), (None, None, "test_c")]
