@@ -95,7 +95,8 @@ def test_embedded_text_has_no_generator_markup_but_chunk_text_is_the_file() -> N
 
 
 def sentences(n: int, words_each: int = 6) -> str:
-    return " ".join(" ".join(f"s{i}w{w}" for w in range(words_each)) + "." for i in range(n))
+    return " ".join(" ".join(f"{'S' if w == 0 else 's'}{i}w{w}" for w in range(words_each)) + "."
+                    for i in range(n))
 
 
 def test_one_paragraph_line_is_split_at_sentence_ends() -> None:
@@ -159,7 +160,7 @@ def test_quoting_a_piece_of_a_line_checks_that_piece_against_the_file(tmp_path) 
     assert (quoted, note) == ([(3, second.text)], None)
     _, whole_line = quote_lines(tmp_path, "page.md", 3, 3, second.text)  # no cols: no match
     assert whole_line is not None
-    page.write_text(page.read_text(encoding="utf-8").replace("s5w0", "edited"), encoding="utf-8")
+    page.write_text(page.read_text(encoding="utf-8").replace("S5w0", "Edited"), encoding="utf-8")
     assert quote_lines(tmp_path, "page.md", 3, 3, second.text, cols=cols)[1] == (
         "page.md has changed since it was indexed; re-index to see the lines")
 

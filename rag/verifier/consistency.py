@@ -22,6 +22,7 @@ import re
 from collections.abc import Sequence
 
 from rag.core.text import normalise, parts, tokens
+from rag.reader.markup import CODE_SPAN
 from rag.verifier.quotes import quote_words
 
 # ("one", "once" and "single" also stand for no number: "a public one", "make one").
@@ -36,7 +37,6 @@ _VERSION = re.compile(r"v?\d+(?:\.\d+)+|v\d+")
 # Code as prose writes it: a code span, a flag, or a word with inner dots, slashes,
 # underscores, colons or a camelCase hump ("app.get", "content/posts", "max_tokens",
 # "baseURL"); abbreviations such as "e.g." are not code.
-_CODE_SPAN = re.compile(r"(`+)(.+?)\1")
 _FLAG = re.compile(r"(?<![\w-])--?[A-Za-z][\w-]*")
 # (A capitalised CamelCase word, "FastAPI", is a name: the name check reads it.)
 _CODE_WORD = re.compile(r"(?<![\w`])(?:[A-Za-z_][\w-]*[./:_][\w./:-]*\w|[a-z]+[A-Z]\w*)")
@@ -92,8 +92,8 @@ def number_mismatch(statement: str, quote: str) -> str | None:
 
 
 def _identifiers(text: str) -> list[str]:
-    found = [m.group(2) for m in _CODE_SPAN.finditer(text)]
-    prose = _CODE_SPAN.sub(" ", text)
+    found = [m.group(2) for m in CODE_SPAN.finditer(text)]
+    prose = CODE_SPAN.sub(" ", text)
     found += _FLAG.findall(prose)
     found += [w for w in _CODE_WORD.findall(prose) if w.lower().rstrip(".") not in _ABBREVIATIONS]
     return found
@@ -116,7 +116,7 @@ def identifier_mismatch(statement: str, quote: str) -> str | None:
 
 def negated(text: str) -> bool:
     """Whether the text says "not" in any of its usual forms."""
-    return bool(_NEGATION.search(_CODE_SPAN.sub(" ", text)))
+    return bool(_NEGATION.search(CODE_SPAN.sub(" ", text)))
 
 
 def negation_mismatch(statement: str, quote: str) -> str | None:
@@ -132,7 +132,7 @@ def name_mismatch(statement: str, evidence: str) -> str | None:
     """Why a name in the statement is nowhere in the cited evidence, or None."""
     have = {normalise(w) for w in tokens(evidence)}
     have |= {normalise(p) for w in tokens(evidence) for p in parts(w)}
-    for name in _NAME.findall(_CODE_SPAN.sub(" ", statement)):
+    for name in _NAME.findall(CODE_SPAN.sub(" ", statement)):
         word = normalise(name.casefold())
         if word not in have:
             return f"the name {name!r} is not in the cited evidence"

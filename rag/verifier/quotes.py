@@ -20,7 +20,7 @@ from rag.core.text import content_words, tokens
 from rag.reader.inline import clean_inline, show_links
 
 # "first part ... second part": a quote may skip what lies between two pieces.
-_ELLIPSIS = re.compile(r"\s*(?:\.{3}|\u2026)\s*")
+_ELLIPSIS = re.compile(r"\.{3}|\u2026")
 # A piece of fewer words than this matches too much of any text to back a claim.
 MIN_PIECE_WORDS = 2
 MIN_QUOTE_CONTENT_WORDS = 2
@@ -34,7 +34,7 @@ def quote_words(text: str) -> list[str]:
 
 def quote_pieces(quote: str) -> list[str]:
     """The pieces of a quote, split at ellipses; blank pieces dropped."""
-    return [p for p in _ELLIPSIS.split(quote.strip()) if quote_words(p)]
+    return [p.strip() for p in _ELLIPSIS.split(quote.strip()) if quote_words(p)]
 
 
 def well_formed(quote: str) -> bool:

@@ -20,7 +20,7 @@ from rag.reader.visibility import UnclearVisibility, group_names
 _HEAD_LINES = 64
 _FIELD = re.compile(r"^\s*:([^:\s][^:]*):(?:\s+(.*))?$")
 _META = re.compile(r"<meta\b[^>]*>", re.IGNORECASE)
-_ATTRIBUTE = re.compile(r"""([\w:-]+)\s*=\s*(?:"([^"]*)"|'([^']*)'|([^\s>]+))""")
+_ATTRIBUTE = re.compile(r"""(?<![\w:-])([\w:-]+)\s*=\s*(?:"([^"]*)"|'([^']*)'|([^\s>]+))""")
 
 
 def _fold(text: str) -> str:

@@ -54,7 +54,7 @@ def _suffixes(value: Any) -> tuple[str, ...]:
     return tuple(s.lower() for s in value if isinstance(s, str) and s.startswith("."))
 
 
-_RST_SIGNS = re.compile(r"^\s*\.\. [\w:-]+::|^\s*\.\. _[^:]+:|:[\w:-]+:`[^`]+`|``[^`]+``|::$",
+_RST_SIGNS = re.compile(r"^\s*\.\. [\w:-]+::|^\s*\.\. _[^:]+:|(?<![\w:-]):[\w-]+(?::[\w-]+)*:`[^`]+`|``[^`]+``|::$",
                         re.MULTILINE)
 
 
