@@ -104,10 +104,12 @@ class Pipeline:
             return self.retriever.search(question, k=k, mode=mode, groups=groups)
 
         passages = self.scorer().passages(question, evidence)
-        lexical = getattr(getattr(self.retriever, "index", None), "lexical", None)
+        # Word rarity among the chunks these groups may see only: counts over every chunk
+        # would let a restricted page's words change whether an outsider gets an answer.
+        counts = getattr(self.retriever, "document_frequencies", None)
+        frequency, size = counts(groups) if counts else (None, 0)
         return signals(question, evidence, passages, top("dense", DENSE_K),
-                       top("lexical", 1), getattr(lexical, "document_frequency", None),
-                       getattr(lexical, "size", 0))
+                       top("lexical", 1), frequency, size)
 
     def answerable(self, question: str, evidence: Sequence[Evidence],
                    groups: frozenset[str]) -> tuple[bool, dict[str, float]]:

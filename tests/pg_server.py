@@ -49,3 +49,16 @@ def pg_dsn(pg_server: str) -> Iterator[str]:
     yield with_database(pg_server, name)
     with psycopg.connect(pg_server, autocommit=True) as conn:
         conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+
+
+def reader_role(dsn: str) -> str:
+    """The DSN of a new login role that is neither superuser nor owner, allowed to read every
+    table: the row-level security policies, not the grants, must keep restricted rows from
+    it (as from the reader role servers use)."""
+    import psycopg
+
+    role = f"rag_reader_{uuid.uuid4().hex[:8]}"  # roles are the server's, not the database's
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(f"CREATE ROLE {role} LOGIN NOSUPERUSER NOBYPASSRLS")
+        conn.execute(f"GRANT SELECT ON ALL TABLES IN SCHEMA public TO {role}")
+    return dsn.replace("postgres:@", f"{role}:@", 1)

@@ -60,6 +60,18 @@ def test_ask_with_docs_indexes_once_then_only_checks(docs: Path, fake, tmp_path:
     assert (index / store.CURRENT).read_text() == live  # no new version written
 
 
+def test_a_cache_from_an_older_version_is_rebuilt_not_refused(docs: Path, fake, monkeypatch):
+    """After an upgrade that changes the word index's files, a `--docs` command rebuilds the
+    folder's cache index instead of asking for `rag index`, which its user never ran."""
+    assert run("search", "port", "--docs", str(docs), "--mode", "lexical")[0] == 0
+    from rag.stores import lexical
+
+    monkeypatch.setattr(lexical, "LAYOUT", lexical.LAYOUT + 1)  # the upgrade
+    code, out, err = run("search", "port", "--docs", str(docs), "--mode", "lexical")
+    assert code == 0 and "server-ports.md" in out, err
+    assert "indexed" in err
+
+
 def test_a_change_reaches_the_next_search(docs: Path, fake):
     code, out, _ = run("search", "quokka", "--docs", str(docs), "--json", "--mode", "lexical")
     assert code == 0 and out == ""

@@ -143,19 +143,24 @@ LEXICAL = {
     "lexical.json a list": _write("lexical/lexical.json", b"[]"),
     "lexical.json wrong row count": _edit_json("lexical/lexical.json", lambda d: {**d, "size": 3}),
     "lexical.json size as text": _edit_json("lexical/lexical.json", lambda d: {**d, "size": "9"}),
-    "vocab missing": _remove("lexical/vocab.index.json"),
-    "vocab a list": _write("lexical/vocab.index.json", b"[1, 2]"),
-    "vocab truncated": _truncate("lexical/vocab.index.json"),
-    "vocab id out of range": _edit_json("lexical/vocab.index.json", _set("port", 10**6)),
-    "data.npy missing": _remove("lexical/data.csc.index.npy"),
-    "data.npy truncated": _truncate("lexical/data.csc.index.npy"),
-    "indices.npy truncated": _truncate("lexical/indices.csc.index.npy", 0.9),
-    "indptr.npy header only": _truncate("lexical/indptr.csc.index.npy", 0.05),
-    "data.npy two-dimensional": _save_npy("data.csc.index.npy", lambda a: a.reshape(1, -1)),
-    "data.npy shorter": _save_npy("data.csc.index.npy", lambda a: a[:-1]),
-    "indices out of range": _save_npy("indices.csc.index.npy", lambda a: a + 10**6),
-    "indptr not sorted": _save_npy("indptr.csc.index.npy", lambda a: a[::-1].copy()),
-    "data.npy of text": _save_npy("data.csc.index.npy", lambda a: a.astype(str)),
+    "vocab missing": _remove("lexical/vocab.json"),
+    "vocab a list": _write("lexical/vocab.json", b"[1, 2]"),
+    "vocab truncated": _truncate("lexical/vocab.json"),
+    "vocab id out of range": _edit_json("lexical/vocab.json", _set("port", 10**6)),
+    "tf.npy missing": _remove("lexical/tf.npy"),
+    "tf.npy truncated": _truncate("lexical/tf.npy"),
+    "rows.npy truncated": _truncate("lexical/rows.npy", 0.9),
+    "indptr.npy header only": _truncate("lexical/indptr.npy", 0.05),
+    "lengths.npy missing": _remove("lexical/lengths.npy"),
+    "tf.npy two-dimensional": _save_npy("tf.npy", lambda a: a.reshape(1, -1)),
+    "tf.npy shorter": _save_npy("tf.npy", lambda a: a[:-1]),
+    "tf.npy zero": _save_npy("tf.npy", lambda a: a * 0),
+    "rows out of range": _save_npy("rows.npy", lambda a: a + 10**6),
+    "indptr not sorted": _save_npy("indptr.npy", lambda a: a[::-1].copy()),
+    "lengths shorter": _save_npy("lengths.npy", lambda a: a[:-1]),
+    "lengths zero": _save_npy("lengths.npy", lambda a: a * 0),
+    "tf.npy of text": _save_npy("tf.npy", lambda a: a.astype(str)),
+    "tf.npy of floats": _save_npy("tf.npy", lambda a: a.astype(np.float32)),
 }
 CURRENT = {
     "CURRENT names a missing version": lambda v: (v.parent / "CURRENT").write_text(
@@ -229,7 +234,7 @@ def test_reindexing_a_damaged_index_is_one_line_exit_5(built: Path, tmp_path: Pa
 
 
 @pytest.mark.parametrize("name", ["manifest truncated", "chunks bad JSON line",
-                                  "vectors truncated", "indices out of range"])
+                                  "vectors truncated", "rows out of range"])
 def test_rebuild_replaces_a_damaged_index(built: Path, tmp_path: Path, name: str):
     index = damaged_copy(built, tmp_path, ALL[name])
     code, _, err = run("index", str(FIXTURE_DOCS), "--index", str(index), "--rebuild")

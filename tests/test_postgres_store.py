@@ -16,7 +16,7 @@ from rag.indexer.indexing import build_index
 from rag.pipeline import open_retriever
 from rag.stores import postgres
 from rag.stores.pg_schema import ADVISORY_KEY
-from tests.pg_server import pg_dsn, pg_server, with_database  # noqa: F401 - fixtures
+from tests.pg_server import pg_dsn, pg_server, reader_role, with_database  # noqa: F401
 
 REPO = Path(__file__).resolve().parents[1]
 QUERIES = ("Which port does the HTTP API listen on by default?",
@@ -77,10 +77,7 @@ def test_restricted_chunks_only_reach_their_groups(docs, pg_dsn, embedder):
 def test_row_level_security_hides_restricted_rows_from_a_reader_role(docs, pg_dsn, embedder):
     """Even a query without the visibility filter sees only what rag.groups allows."""
     build_index(docs, UNUSED, pg_settings(pg_dsn), embedder)
-    run_sql(pg_dsn, "CREATE ROLE rag_test_reader LOGIN NOSUPERUSER NOBYPASSRLS")
-    run_sql(pg_dsn, "GRANT SELECT ON rag_versions, rag_chunks, rag_vectors, rag_terms, rag_df "
-                    "TO rag_test_reader")
-    reader = pg_dsn.replace("postgres:@", "rag_test_reader:@", 1)
+    reader = reader_role(pg_dsn)
     total = run_sql(pg_dsn, "SELECT count(*) FROM rag_chunks")[0][0]
     staff_rows = run_sql(pg_dsn, "SELECT count(*) FROM rag_chunks WHERE 'staff' = ANY(visibility)")
     assert staff_rows[0][0] > 0
@@ -95,6 +92,82 @@ def test_row_level_security_hides_restricted_rows_from_a_reader_role(docs, pg_ds
     hits = open_retriever(UNUSED, pg_settings(reader), embedder).search(
         "admin token", groups={"staff"}, k=50)
     assert any(h.chunk.source_path == "staff/runbook.md" for h in hits)
+
+
+# Every table the store keeps, as text: what a reader role could read from each.
+DUMP = "SELECT coalesce(string_agg(r::text, ' '), '') FROM {table} r"
+
+
+def test_a_reader_role_sees_no_restricted_text_word_or_path(docs, pg_dsn, embedder):
+    """Row-level security covers every table that holds text, words or paths: with no groups,
+    a reader role reads no chunk of the staff runbook, no word that only the runbook uses and
+    not its path (the manifest keeps no paths; rag_files is filtered); with the group it
+    reads them all, and search finds the runbook."""
+    # A restricted file that gives no chunks: its path is guarded by its own rule.
+    (docs / "staff" / "later.md").write_text("---\nvisibility: [staff]\n---\n",
+                                             encoding="utf-8")
+    build_index(docs, UNUSED, pg_settings(pg_dsn), embedder)
+    reader = reader_role(pg_dsn)
+    tables = [r[0] for r in run_sql(pg_dsn, "SELECT tablename FROM pg_tables "
+                                            "WHERE schemaname = 'public'")]
+    assert "rag_df" not in tables and "rag_files" in tables
+    tables.remove("rag_vectors")  # vectors keyed by text hash: no text, word or path
+    staff_hashes = [r[0] for r in run_sql(
+        pg_dsn, "SELECT DISTINCT content_hash FROM rag_chunks WHERE visibility <> '{}' AND "
+                "content_hash NOT IN (SELECT content_hash FROM rag_chunks WHERE visibility = '{}')")]
+    staff_words = {r[0] for r in run_sql(
+        pg_dsn, "SELECT term FROM rag_terms WHERE content_hash = ANY(%s) EXCEPT SELECT term "
+                "FROM rag_terms WHERE content_hash <> ALL(%s)", (staff_hashes, staff_hashes))}
+    assert staff_hashes and {"drain", "systemctl"} <= staff_words
+
+    def readable(dsn: str, groups: str) -> str:
+        import psycopg
+
+        with psycopg.connect(dsn) as conn:
+            conn.execute("SELECT set_config('rag.groups', %s, true)", (groups,))
+            return " ".join(conn.execute(DUMP.format(table=t)).fetchone()[0] for t in tables)
+
+    outsider = readable(reader, "")
+    assert "staff/runbook.md" not in outsider and "On-call runbook" not in outsider
+    assert "staff/later.md" not in outsider
+    assert not any(h in outsider for h in staff_hashes)  # no term or chunk row of it
+    words = {r[0] for r in run_sql(reader, "SELECT term FROM rag_terms")}
+    assert words and not words & staff_words
+    insider = readable(reader, "staff")
+    assert "staff/runbook.md" in insider and all(h in insider for h in staff_hashes)
+    assert "staff/later.md" in insider
+    hits = open_retriever(UNUSED, pg_settings(reader), embedder).search(
+        "drain systemctl", groups={"staff"}, k=5, mode="lexical")
+    assert hits[0].chunk.source_path == "staff/runbook.md"
+    assert not open_retriever(UNUSED, pg_settings(reader), embedder).search(
+        "drain systemctl", k=5, mode="lexical")
+
+
+def test_a_database_from_before_keeps_no_paths_or_word_counts_readable(docs, pg_dsn,
+                                                                       embedder):
+    """A database an earlier version wrote (file paths in each manifest, word counts over
+    every chunk in rag_df) is brought up to date by the next `rag index`, which still reuses
+    what it indexed before; after it no manifest holds a path and the counts are gone."""
+    settings = pg_settings(pg_dsn)
+    build_index(docs, UNUSED, settings, embedder)
+    run_sql(pg_dsn, "UPDATE rag_versions v SET manifest = manifest || jsonb_build_object("
+                    "'files', (SELECT jsonb_object_agg(path, jsonb_build_object('source_id', "
+                    "source_id, 'content_hash', content_hash, 'chunk_ids', to_jsonb(chunk_ids), "
+                    "'visibility', to_jsonb(front_matter))) FROM rag_files f "
+                    "WHERE f.version_id = v.id))")
+    run_sql(pg_dsn, "DELETE FROM rag_files")
+    run_sql(pg_dsn, "CREATE TABLE rag_df (version_id bigint, term text, df integer)")
+    run_sql(pg_dsn, "ALTER TABLE rag_versions ADD COLUMN avg_len double precision")
+    assert run_sql(pg_dsn, "SELECT count(*) FROM rag_versions WHERE manifest ? 'files'") == [(1,)]
+    with open(docs / "install.md", "a", encoding="utf-8") as fh:
+        fh.write("\nOne more line about installing.\n")
+    report = build_index(docs, UNUSED, settings, embedder)
+    assert report.changed == ["install.md"] and not report.added and len(report.unchanged) > 3
+    assert run_sql(pg_dsn, "SELECT count(*) FROM rag_versions WHERE manifest ? 'files'") == [(0,)]
+    assert run_sql(pg_dsn, "SELECT to_regclass('rag_df') IS NULL") == [(True,)]
+    paths = {r[0] for r in run_sql(pg_dsn, "SELECT path FROM rag_files f JOIN rag_versions v "
+                                           "ON v.id = f.version_id WHERE v.is_current")}
+    assert {"install.md", "staff/runbook.md"} <= paths
 
 
 def test_reindex_embeds_only_what_changed(docs, pg_dsn, embedder):

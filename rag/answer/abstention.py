@@ -7,9 +7,9 @@ content words that one evidence chunk holds, and that all of it holds) and the b
 sentence (its cosine, its lexical overlap, its heading), plus signals that tell "the docs
 cover this" from "the docs use these words": how far the best dense hit stands above the
 k-th (an answered question has one clear best place; an unanswered one finds many equally
-vague ones), the weighted share of question words the whole
-index lacks (a product, tool or option the docs never name), the share of the question's
-words, weighted by their rarity in the whole index (BM25 IDF), that the single best
+vague ones), the weighted share of question words the chunks the asker may see lack
+(a product, tool or option the docs never name), the share of the question's words,
+weighted by their rarity among those chunks (BM25 IDF), that the single best
 passage holds (an answer is one place that names what was asked, not words scattered over
 eight chunks), and the best cosine among the passages that can be the kind of answer asked
 for: a release-notes entry ("Add Spanish translation for ...") answers "since which
@@ -49,9 +49,9 @@ def signals(question: str, evidence: Sequence[Evidence], passages: Sequence[Pass
     """The raw signals for one question (see the module docstring). ``passages``: the
     evidence's passages scored against the question, best first (rag.answer.extractive);
     ``dense``, ``lexical``: the best hits of search by meaning (DENSE_K) and by words,
-    best first; ``document_frequency``: how many of the index's ``size`` chunks hold a
-    BM25 word, or None where the index cannot say (every word then weighs 1 and none
-    counts as absent)."""
+    best first; ``document_frequency``: how many of the ``size`` chunks the asker may see
+    hold a BM25 word (never counting others, whose words must not sway the decision), or
+    None where the index cannot say (every word then weighs 1 and none counts as absent)."""
     from rag.verifier.verification import missing_words, support_score
 
     missing = set(missing_words(question, evidence))

@@ -58,9 +58,12 @@ def docs_of_index(index: Path) -> Path | None:
 
 
 def _fingerprint(settings: Settings) -> str:
-    """Settings a re-index applies even to unchanged files (visibility patterns, file rules)."""
+    """Settings a re-index applies even to unchanged files (visibility patterns, file rules),
+    and the word index's format: a cache built by an older version is rebuilt, not refused."""
+    from rag.stores.lexical import ANALYZER, LAYOUT
+
     data = {**_shape(settings), "docs": [settings.docs.extensions, settings.docs.max_file_bytes],
-            "visibility": settings.visibility.model_dump()}
+            "visibility": settings.visibility.model_dump(), "lexical": [ANALYZER, LAYOUT]}
     return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()
 
 

@@ -32,6 +32,7 @@ from rag.indexer.common import (
     embed_texts,
     expected_manifest,
     sha256_hex,
+    visibility_for,
 )
 from rag.indexer.embedding import Embedder
 from rag.stores.folder import Manifest
@@ -118,6 +119,7 @@ def _build(conn: Any, docs_root: Path, settings: Settings, embedder: Embedder, r
     words = {h: chunk_tokens(c) for h, c in zip(hashes, chunks)}
     with conn.transaction():
         version_id, name = _write_version(conn, wanted, chunks, hashes, words, rebuild)
+        _write_files(conn, version_id, wanted, chunks, settings)
     switch_version(conn, version_id)
     _collect_garbage(conn)
     report.version = name
@@ -157,8 +159,16 @@ def _load_current(conn: Any) -> _Old | None:
         (row[0],)).fetchall()
     chunks = [Chunk(r[0], r[1], r[2], r[3], r[4], r[5], r[6], tuple(r[7] or ()), r[8], r[9])
               for r in records]
+    files = conn.execute(
+        "SELECT path, source_id, content_hash, chunk_ids, front_matter FROM rag_files "
+        "WHERE version_id = %s", (row[0],)).fetchall()
     conn.commit()
-    return _Old(Manifest.from_dict(row[1]), chunks)
+    manifest = dict(row[1])
+    if files or "files" not in manifest:  # a version from before rag_files keeps them here
+        manifest["files"] = {r[0]: {"source_id": r[1], "content_hash": r[2],
+                                    "chunk_ids": list(r[3]), "visibility": list(r[4])}
+                             for r in files}
+    return _Old(Manifest.from_dict(manifest), chunks)
 
 
 def _existing(conn: Any, table: str, hashes: list[str]) -> set[str]:
@@ -191,16 +201,15 @@ def _store_vectors(conn: Any, todo: list[str], texts: dict[str, str], embedder: 
 
 def _write_version(conn: Any, manifest: Manifest, chunks: list[Chunk], hashes: list[str],
                    words: dict[str, list[str]], rebuild: bool) -> tuple[int, str]:
-    """All rows of a new, not yet current version (inside the caller's transaction)."""
-    lengths = [max(len(words[h]), 1) for h in hashes]  # bm25s counts an empty text as 1
-    df = Counter(w for h in hashes for w in set(words[h]))
+    """All rows of a new, not yet current version (inside the caller's transaction) but its
+    files (:func:`_write_files`). No statistic over chunks is stored: BM25's are counted per
+    asker at query time (rag.stores.postgres)."""
+    lengths = [max(len(words[h]), 1) for h in hashes]  # the folder store counts empty as 1
     name = f"v-{time.time_ns():020d}-{uuid.uuid4().hex[:6]}"
     manifest.created = time.time()
-    version_id = conn.execute(
-        "INSERT INTO rag_versions (name, manifest, chunks, avg_len) VALUES (%s, %s::jsonb, %s, %s)"
-        " RETURNING id",
-        (name, manifest.to_json(), len(chunks), max(float(np.mean(lengths)) if lengths else 1.0,
-                                                     1.0))).fetchone()[0]
+    version_id = conn.execute(  # paths are in rag_files, under row-level security
+        "INSERT INTO rag_versions (name, manifest, chunks) VALUES (%s, %s::jsonb - 'files', %s)"
+        " RETURNING id", (name, manifest.to_json(), len(chunks))).fetchone()[0]
     cur = conn.cursor()
     with cur.copy("COPY rag_chunks (version_id, pos, chunk_id, source_id, source_path, "
                   "start_line, end_line, heading, text, content_hash, length, visibility, "
@@ -209,9 +218,6 @@ def _write_version(conn: Any, manifest: Manifest, chunks: list[Chunk], hashes: l
             copy.write_row((version_id, pos, c.chunk_id, c.source_id, c.source_path,
                             c.start_line, c.end_line, c.heading, c.text, h, n,
                             list(c.visibility), c.start_col, c.end_col))
-    with cur.copy("COPY rag_df (version_id, term, df) FROM STDIN") as copy:
-        for term, count in df.items():
-            copy.write_row((version_id, term, count))
     unique = list(words)
     if rebuild:  # the tokenizer may have changed: count every text's words again
         conn.execute("DELETE FROM rag_terms WHERE content_hash = ANY(%s)", (unique,))
@@ -228,9 +234,26 @@ def _write_version(conn: Any, manifest: Manifest, chunks: list[Chunk], hashes: l
     return int(version_id), name
 
 
+def _write_files(conn: Any, version_id: int, manifest: Manifest, chunks: list[Chunk],
+                 settings: Settings) -> None:
+    """The manifest's files, each with the groups that may see its path: its chunks' groups
+    (hard links included), or for a file that gave no chunks, the rules for its path."""
+    groups = {c.source_path: c.visibility for c in chunks}
+    with conn.cursor().copy("COPY rag_files (version_id, path, source_id, content_hash, "
+                            "chunk_ids, front_matter, visibility) FROM STDIN") as copy:
+        for path, entry in manifest.files.items():
+            seen = groups[path] if path in groups else visibility_for(path, entry.visibility,
+                                                                      settings)
+            copy.write_row((version_id, path, entry.source_id, entry.content_hash,
+                            entry.chunk_ids, entry.visibility, list(seen)))
+
+
 def _collect_garbage(conn: Any) -> None:
-    """Drop old versions, then vectors and term counts no kept version uses."""
+    """Drop old versions, then vectors and term counts no kept version uses, and the file
+    paths that versions from before rag_files kept in their manifest."""
     with conn.transaction():
+        conn.execute("UPDATE rag_versions SET manifest = manifest - 'files' "
+                     "WHERE manifest ? 'files'")
         conn.execute("DELETE FROM rag_versions WHERE NOT is_current AND id NOT IN "
                      "(SELECT id FROM rag_versions ORDER BY id DESC LIMIT %s)", (KEEP_VERSIONS,))
         conn.execute("DELETE FROM rag_vectors e WHERE NOT EXISTS "
@@ -238,7 +261,7 @@ def _collect_garbage(conn: Any) -> None:
         conn.execute("DELETE FROM rag_terms t WHERE NOT EXISTS "
                      "(SELECT 1 FROM rag_chunks c WHERE c.content_hash = t.content_hash)")
     # Fresh statistics: on new tables the planner otherwise guesses (seq scans, numeric sorts).
-    conn.execute("ANALYZE rag_versions, rag_chunks, rag_vectors, rag_terms, rag_df")
+    conn.execute("ANALYZE rag_versions, rag_files, rag_chunks, rag_vectors, rag_terms")
     conn.commit()
 
 

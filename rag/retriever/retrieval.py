@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from functools import lru_cache
 from pathlib import Path
@@ -43,7 +43,7 @@ def visible(chunk: Chunk, groups: frozenset[str]) -> bool:
 
 @dataclass
 class _Filter:
-    rows: np.ndarray | None  # 0/1 mask over rows for BM25; None = everything visible
+    rows: np.ndarray | None  # bool mask over rows for BM25; None = everything visible
     selector: object | None  # FAISS id selector; None = everything visible
     count: int
     groups: frozenset[str] = frozenset()  # the user's groups, whom every merged chunk must suit
@@ -177,6 +177,18 @@ class Retriever:
             return self.index.lexical(query, min(k, filt.count), filt.groups)
         return self.index.lexical.search(query, min(k, filt.count), filt.rows)
 
+    def document_frequencies(
+        self, groups: frozenset[str]
+    ) -> tuple[Callable[[str], int] | None, int]:
+        """How many chunks these groups may see hold a BM25 word, and how many they may see:
+        word statistics for abstention that say nothing of chunks hidden from them. (None, 0)
+        where the index cannot say (a store that searches itself)."""
+        if searches_itself(self.index):
+            return None, 0
+        filt = self.filter_for(groups)
+        lexical = self.index.lexical
+        return (lambda word: lexical.document_frequency(word, filt.rows)), filt.count
+
     def filter_for(self, groups: frozenset[str]) -> _Filter:
         """Which rows these groups may see (cached for the most recently used group sets)."""
         with self._filters_lock:
@@ -200,7 +212,7 @@ class Retriever:
         else:
             ids = np.array([faiss_id(c.chunk_id) for c, ok in zip(chunks, mask) if ok],
                            dtype=np.int64)
-            filt = _Filter(mask.astype(np.float32), faiss.IDSelectorBatch(ids), count, groups)
+            filt = _Filter(mask, faiss.IDSelectorBatch(ids), count, groups)
         with self._filters_lock:
             self._filters[groups] = filt
             while len(self._filters) > FILTER_CACHE:

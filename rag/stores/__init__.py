@@ -1,4 +1,4 @@
-"""Where an index lives: a folder of files (FAISS + bm25s, rag/stores/folder.py) or a database.
+"""Where an index lives: a folder of files (FAISS + BM25, rag/stores/folder.py) or a database.
 
 ``[store] kind`` picks one. The folder store is searched by the Retriever itself. A store that
 lives in a database searches itself: it filters visibility inside its own queries and hands

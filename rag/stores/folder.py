@@ -7,7 +7,7 @@ Layout of an index folder::
         manifest.json  format version, embedding model, dimension, chunk settings, files
         chunks.jsonl   one Chunk record a line, in row order
         vectors.faiss  FAISS IndexIDMap2 keyed by faiss_id(chunk_id)
-        lexical/       BM25 index over the same chunks (bm25s files)
+        lexical/       BM25 term counts and row lengths of the same chunks
     .lock              held (flock) while a writer builds a new version
 
 A writer builds a complete new version folder, fsyncs it, then swaps CURRENT

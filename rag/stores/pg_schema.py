@@ -1,17 +1,26 @@
 """Tables of the PostgreSQL store, and connections to it.
 
 * ``rag_versions``: one row per index version; exactly one has ``is_current`` (a partial
-  unique index), and a re-index flips it in one transaction.
+  unique index), and a re-index flips it in one transaction. Its manifest holds the
+  settings an index was built under, never file paths.
+* ``rag_files``: the manifest's files (path, content hash, chunk ids) per version, with the
+  groups that may see each path.
 * ``rag_chunks``: the chunks of every kept version (``pos`` is the row number within its
-  version), with visibility groups as ``text[]``. Row-level security hides restricted
-  chunks from a reader role unless the transaction set ``rag.groups`` to one of their groups.
+  version), with visibility groups as ``text[]``.
 * ``rag_vectors``: one vector per distinct embedded text (sha256), HNSW cosine index
   (built with index.hnsw_m and index.hnsw_ef_construction: pgvector's defaults, 16 and 64,
   missed the three nearest chunks of a dev-set question at ef_search 256; 32 and 200 did not).
   Content-addressed, so any version, or any worker, reuses what was embedded once.
 * ``rag_terms``: term frequencies per distinct embedded text (tokenised in Python by
-  ``rag.core.text.index_terms``, the same words bm25s sees); ``rag_df``: document frequencies per
-  version. BM25 is computed from these at query time, so scores equal the folder store's.
+  ``rag.core.text.index_terms``, the folder store's words). BM25's statistics (how many
+  chunks hold a word, how many there are, their mean length) are computed at query time
+  over the chunks the asker may see, so scores equal the folder store's and say nothing of
+  restricted chunks.
+
+Row-level security covers every table that holds text, words or paths: a reader role sees
+a row of ``rag_chunks`` or ``rag_files`` only if it is public or the transaction set
+``rag.groups`` to one of its groups, and a row of ``rag_terms`` only if a chunk it may see
+has that text. The table owner (the indexer) is not subject to it.
 """
 
 from __future__ import annotations
@@ -34,10 +43,11 @@ CREATE TABLE IF NOT EXISTS rag_versions (
     name text NOT NULL UNIQUE,
     manifest jsonb NOT NULL,
     chunks integer NOT NULL,
-    avg_len double precision NOT NULL,
     is_current boolean NOT NULL DEFAULT false,
     created timestamptz NOT NULL DEFAULT now()
 );
+-- The mean chunk length over every chunk, from before it was counted per asker.
+ALTER TABLE rag_versions DROP COLUMN IF EXISTS avg_len;
 CREATE UNIQUE INDEX IF NOT EXISTS rag_versions_current ON rag_versions (is_current)
     WHERE is_current;
 CREATE TABLE IF NOT EXISTS rag_vectors (
@@ -75,23 +85,45 @@ CREATE TABLE IF NOT EXISTS rag_chunks (
 ALTER TABLE rag_chunks ADD COLUMN IF NOT EXISTS start_col integer,
     ADD COLUMN IF NOT EXISTS end_col integer;
 CREATE INDEX IF NOT EXISTS rag_chunks_hash ON rag_chunks (content_hash, version_id);
-CREATE TABLE IF NOT EXISTS rag_df (
+-- Document frequencies over every chunk, restricted ones included, from before BM25's
+-- statistics were computed per asker: gone, so no reader can count restricted words.
+DROP TABLE IF EXISTS rag_df;
+CREATE TABLE IF NOT EXISTS rag_files (
     version_id bigint NOT NULL REFERENCES rag_versions (id) ON DELETE CASCADE,
-    term text NOT NULL,
-    df integer NOT NULL,
-    PRIMARY KEY (version_id, term)
+    path text NOT NULL,
+    source_id text NOT NULL,
+    content_hash text NOT NULL,
+    chunk_ids text[] NOT NULL,
+    front_matter text[] NOT NULL DEFAULT '{{}}',
+    visibility text[] NOT NULL DEFAULT '{{}}',
+    PRIMARY KEY (version_id, path)
 );
-ALTER TABLE rag_chunks ENABLE ROW LEVEL SECURITY;
+"""
+# Who may see a row: public, or one of the groups the server set for this transaction.
+_ALLOWED = "visibility = '{}' OR visibility && string_to_array(current_setting('rag.groups', " \
+           "true), ',')"
+# A text's words: only where a chunk the reader may see (rag_chunks' own policy applies
+# inside the subquery) has that text.
+_SEEN_TEXT = "EXISTS (SELECT 1 FROM rag_chunks c WHERE c.content_hash = rag_terms.content_hash)"
+# rag_vectors has none: a vector holds no text, word or path and is reached only through
+# rag_chunks, and the same check on each candidate of a vector search made dense search
+# as a reader role twice as slow (scripts/bench_postgres.py --size 20000 --reader).
+POLICIES = {"rag_chunks": _ALLOWED, "rag_files": _ALLOWED, "rag_terms": _SEEN_TEXT}
+
+
+def _policy(table: str, using: str) -> str:
+    """Row-level security on one table, its SELECT policy created once."""
+    return f"""ALTER TABLE {table} ENABLE ROW LEVEL SECURITY;
 DO $$ BEGIN
-    IF NOT EXISTS (SELECT 1 FROM pg_policies WHERE tablename = 'rag_chunks'
-                   AND policyname = 'rag_chunks_visible') THEN
-        CREATE POLICY rag_chunks_visible ON rag_chunks FOR SELECT USING (
-            visibility = '{{}}'
-            OR visibility && string_to_array(current_setting('rag.groups', true), ','));
+    IF NOT EXISTS (SELECT 1 FROM pg_policies WHERE tablename = '{table}'
+                   AND policyname = '{table}_visible') THEN
+        CREATE POLICY {table}_visible ON {table} FOR SELECT USING ({using});
     END IF;
 END $$;
 """
-TABLES = ("rag_versions", "rag_chunks", "rag_vectors", "rag_terms", "rag_df")
+
+
+TABLES = ("rag_versions", "rag_files", "rag_chunks", "rag_vectors", "rag_terms")
 
 
 def where(dsn: str) -> str:
@@ -182,4 +214,5 @@ def schema_sql(dimension: int, settings: Any) -> str:
     """The DDL above for this embedding dimension and these HNSW settings."""
     m = int(settings.index.hnsw_m)  # pgvector wants ef_construction >= 2 * m
     return SCHEMA.format(dim=int(dimension), m=m,
-                         efc=max(int(settings.index.hnsw_ef_construction), 2 * m))
+                         efc=max(int(settings.index.hnsw_ef_construction), 2 * m)) + "".join(
+        _policy(table, using) for table, using in POLICIES.items())

@@ -6,8 +6,8 @@ version through :meth:`PostgresIndex.stale` and loads it; kept versions stay rea
 two more have been made current (see pg_writer.KEEP_VERSIONS).
 
 Visibility is filtered in every query (``visibility = '{}' OR visibility && groups``), and
-the row-level security policy of ``rag_chunks`` hides restricted rows from a reader role as a
-second wall (docs/team.md).
+row-level security (rag.stores.pg_schema) hides restricted chunks, their words and their
+file paths from a reader role as a second wall (docs/team.md).
 """
 
 from __future__ import annotations
@@ -84,7 +84,7 @@ class PostgresIndex:
         self.ef_search = ef_search
         self.exact = exact  # index.kind "flat": exact search, like the folder store's
         # LRU: every distinct group set a token or proxy sends would otherwise stay for good.
-        self._counts: OrderedDict[frozenset[str], int] = OrderedDict()
+        self._counts: OrderedDict[frozenset[str], tuple[int, float]] = OrderedDict()
         self._checked = time.monotonic()
         self._lock = threading.Lock()
 
@@ -126,7 +126,12 @@ class PostgresIndex:
         return list(rows)
 
     def visible_count(self, groups: frozenset[str]) -> int:
-        """How many chunks of this version these groups may see (kept for COUNT_CACHE sets).
+        """How many chunks of this version these groups may see."""
+        return self.visible(groups)[0]
+
+    def visible(self, groups: frozenset[str]) -> tuple[int, float]:
+        """How many chunks of this version these groups may see, and their mean length in
+        BM25 words (kept for COUNT_CACHE group sets).
 
         The query runs outside the lock: two threads may both count a new set, never block.
         """
@@ -134,14 +139,14 @@ class PostgresIndex:
             if groups in self._counts:
                 self._counts.move_to_end(groups)
                 return self._counts[groups]
-        rows = self._run(f"SELECT count(*) FROM rag_chunks c WHERE c.version_id = %(v)s "
-                         f"AND {VISIBLE}", {}, groups)
-        count = int(rows[0][0])
+        rows = self._run("SELECT count(*), coalesce(avg(c.length)::float8, 1) FROM rag_chunks c "
+                         f"WHERE c.version_id = %(v)s AND {VISIBLE}", {}, groups)
+        counted = (int(rows[0][0]), float(rows[0][1]))
         with self._lock:
-            self._counts[groups] = count
+            self._counts[groups] = counted
             while len(self._counts) > COUNT_CACHE:
                 self._counts.popitem(last=False)
-        return count
+        return counted
 
     def dense(self, vector: np.ndarray, k: int, groups: frozenset[str]) -> list[tuple[int, float]]:
         """Exact for index.kind "flat"; for "hnsw", HNSW candidates joined to this version's
@@ -170,23 +175,31 @@ class PostgresIndex:
         return self._ranked(rows)
 
     def lexical(self, query: str, k: int, groups: frozenset[str]) -> list[tuple[int, float]]:
-        """BM25 (bm25s's Lucene formula) from term statistics, inside the database."""
-        counts = Counter(index_terms(query))  # as the folder store counts
+        """BM25 (bm25s's Lucene formula), inside the database, with the statistics of the
+        chunks these groups may see: how many hold each word is counted over the visible
+        chunks the query joins anyway, so a restricted chunk never moves a score. Each
+        chunk's words are summed in one order, so chunks of equal text tie exactly."""
+        counts = Counter(index_terms(query))
         if not counts or k <= 0:
             return []
+        visible, mean_length = self.visible(groups)
+        if visible == 0:
+            return []
         rows = self._run(
-            "WITH top AS (SELECT c.pos, sum(q.n * ln(1 + (v.chunks - d.df + 0.5::float8) "
-            f"/ (d.df + 0.5::float8)) * t.tf / (t.tf + {K1}::float8 * (1 - {B}::float8 + "
-            f"{B}::float8 * c.length / v.avg_len))) AS score "
+            "WITH hits AS (SELECT c.pos, q.term, q.n, t.tf, c.length, "
+            "count(*) OVER (PARTITION BY q.term) AS df "
             "FROM unnest(%(terms)s::text[], %(n)s::int[]) AS q(term, n) "
-            "JOIN rag_df d ON d.version_id = %(v)s AND d.term = q.term "
             "JOIN rag_terms t ON t.term = q.term "
             "JOIN rag_chunks c ON c.content_hash = t.content_hash AND c.version_id = %(v)s "
-            "JOIN rag_versions v ON v.id = c.version_id "
-            f"WHERE {VISIBLE} GROUP BY c.pos ORDER BY score DESC, c.pos LIMIT %(k)s) "
+            f"WHERE {VISIBLE}), "
+            "top AS (SELECT pos, sum(n * ln(1 + (%(chunks)s::float8 - df + 0.5::float8) "
+            f"/ (df + 0.5::float8)) * tf / (tf + {K1}::float8 * (1 - {B}::float8 + "
+            f"{B}::float8 * length / %(mean)s::float8)) ORDER BY term) AS score "
+            "FROM hits GROUP BY pos ORDER BY score DESC, pos LIMIT %(k)s) "
             f"SELECT {CHUNK_COLUMNS}, top.score FROM top {WITH_CHUNK} "
             "ORDER BY top.score DESC, c.pos",
-            {"terms": list(counts), "n": list(counts.values()), "k": k}, groups)
+            {"terms": list(counts), "n": list(counts.values()), "k": k, "chunks": visible,
+             "mean": mean_length}, groups)
         return [(row, score) for row, score in self._ranked(rows) if score > 0]
 
     def _ranked(self, rows: list[tuple[Any, ...]]) -> list[tuple[int, float]]:
