@@ -50,6 +50,11 @@ _NEGATION = re.compile(r"(?i)\b(?:not|no|never|none|nothing|neither|nor|cannot|w
 _NAME = re.compile(r"(?<=[\w,;)] )[A-Z][A-Za-z0-9]+")
 
 
+def holds_number(text: str) -> bool:
+    """Whether the text gives a number or a version (digits; number words aside)."""
+    return bool(_HAS_DIGIT.search(text))
+
+
 def _numeric(text: str) -> list[str]:
     """The text's tokens with number words read as digits."""
     return [_NUMBER_WORDS.get(t, t) for t in tokens(text)]
@@ -73,8 +78,9 @@ def _unit_after(words: Sequence[str], i: int) -> str | None:
     return None
 
 
-def number_mismatch(statement: str, quote: str) -> str | None:
-    """Why the statement's numbers or versions are not its quote's, or None."""
+def number_mismatch(statement: str, quote: str, where: str = "its quote") -> str | None:
+    """Why the statement's numbers or versions are not its quote's, or None; ``where``
+    names the quote in the reason."""
     said, held = _numeric(statement), _numeric(quote)
     have = set(_number_parts(held))
     for i, word in enumerate(said):
@@ -83,15 +89,16 @@ def number_mismatch(statement: str, quote: str) -> str | None:
         kind = "version" if _VERSION.fullmatch(word) else "number"
         bare = word.removeprefix("v") if kind == "version" else word
         if word not in have and bare not in have and f"v{bare}" not in have:
-            return f"the {kind} {word} is not in its quote"
+            return f"the {kind} {word} is not in {where}"
         unit = _unit_after(said, i)
         if unit and not any(w in (word, bare) and _unit_after(held, j) == unit
                             for j, w in enumerate(held)):
-            return f"'{word} {said[i + 1]}' is not in its quote"
+            return f"'{word} {said[i + 1]}' is not in {where}"
     return None
 
 
-def _identifiers(text: str) -> list[str]:
+def identifiers(text: str) -> list[str]:
+    """The code identifiers a text names: code spans, flags and code-shaped words."""
     found = [m.group(2) for m in _CODE_SPAN.finditer(text)]
     prose = _CODE_SPAN.sub(" ", text)
     found += _FLAG.findall(prose)
@@ -104,13 +111,13 @@ def _holds_run(needle: Sequence[str], hay: Sequence[str]) -> bool:
     return any(list(hay[i:i + size]) == list(needle) for i in range(len(hay) - size + 1))
 
 
-def identifier_mismatch(statement: str, quote: str) -> str | None:
+def identifier_mismatch(statement: str, quote: str, where: str = "its quote") -> str | None:
     """Why a code identifier in the statement is not in its quote, or None."""
     held = quote_words(quote)
-    for name in _identifiers(statement):
+    for name in identifiers(statement):
         needle = quote_words(name)
         if needle and not _holds_run(needle, held):
-            return f"the identifier {name!r} is not in its quote"
+            return f"the identifier {name!r} is not in {where}"
     return None
 
 

@@ -261,14 +261,14 @@ def _refusal(text: str, quote: str, cited: Sequence[Evidence], score: float, thr
     passages = [f"{ev.chunk.heading or ''}\n" + (
         cited_text(ev.chunk, *located[i]) if i in located else ev.chunk.text)
         for i, ev in enumerate(cited) if i in located or _chunk_lines(ev.chunk) is None]
-    share = _share(text, passages or [quote])
+    share = word_share(text, passages or [quote])
     if share < threshold:
         return (f"only {share:.0%} of its words are in the lines it quotes "
                 f"(verification.support_threshold is {threshold:.0%})")
     return ""
 
 
-def _share(text: str, passages: Sequence[str]) -> float:
+def word_share(text: str, passages: Sequence[str]) -> float:
     """Share of the text's content words found in the passages (as support_score counts)."""
     claimed = content_words(text)
     vocab: set[str] = set()
