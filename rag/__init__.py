@@ -142,7 +142,8 @@ def check(text: str, *, index: PathLike | None = None, docs: PathLike | None = N
     version, identifier or the opposite; both shown) or ``not_found``, with its reason.
 
     Sentences are looked up as :func:`search` would, so a file restricted to other
-    ``groups`` never backs one. UsageError when the text states nothing to check.
+    ``groups`` never backs one. Headings, code and sentences of fewer than two content
+    words are not checked: a text of nothing else gives an empty list.
     """
     from rag.pipeline import open_retriever
     from rag.verifier.check import check_text

@@ -122,7 +122,7 @@ class DocsTools:
             checks = check_text(text, self.pipeline.retriever, self.docs, groups=self.groups,
                                 threshold=self.settings.verification.check_threshold,
                                 max_sentences=self.settings.server.max_check_sentences)
-        return {"all_supported": all(c.status == "supported" for c in checks),
+        return {"all_supported": bool(checks) and all(c.status == "supported" for c in checks),
                 "sentences": [c.to_dict() for c in checks]}
 
     def read_lines(

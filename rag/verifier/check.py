@@ -194,15 +194,13 @@ def check_text(text: str, retriever: Retriever, docs: Path, *, threshold: float,
                max_sentences: int | None = None) -> list[SentenceCheck]:
     """Every checkable sentence of ``text``, judged against the docs ``groups`` may see.
 
-    UsageError when the text states nothing to check or more than ``max_sentences``
+    Empty when the text states nothing to check (headings, code and sentences of fewer
+    than two content words are not checked); UsageError for more than ``max_sentences``
     sentences. A supported sentence's lines are read again from the docs file: where the
     file no longer holds them, the sentence is not_found until the index is brought up to
     date (a stale index never backs a claim).
     """
     said = checkable(text)
-    if not said:
-        raise UsageError("no sentence to check: the text states nothing (headings, code and "
-                         "sentences of fewer than two content words are not checked)")
     if max_sentences is not None and len(said) > max_sentences:
         raise UsageError(f"the text has {len(said)} sentences to check; at most "
                          f"{max_sentences} are checked at once")
@@ -220,7 +218,8 @@ def check_text(text: str, retriever: Retriever, docs: Path, *, threshold: float,
 
 def load_text(path: Path, max_bytes: int) -> str:
     """The text of the file `rag check` is given, read under ``docs.max_file_bytes``;
-    UsageError (one line, exit 2) for a missing, binary, non-UTF-8 or empty file."""
+    UsageError (one line, exit 2) for a missing, binary, non-UTF-8 or empty file, or one
+    that states nothing to check."""
     from rag.reader.walker import read_text
 
     if not path.exists():
@@ -231,4 +230,7 @@ def load_text(path: Path, max_bytes: int) -> str:
         raise UsageError(f"{path}: cannot be checked ({why})")
     if not text.strip():
         raise UsageError(f"{path} is empty: nothing to check")
+    if not checkable(text):
+        raise UsageError(f"{path}: no sentence to check (headings, code and sentences of "
+                         "fewer than two content words are not checked)")
     return text

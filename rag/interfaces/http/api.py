@@ -139,7 +139,8 @@ class SentenceOut(BaseModel):
 
 
 class CheckOut(BaseModel):
-    all_supported: bool
+    all_supported: bool = Field(description="Whether some sentence was checked and every "
+                                "one is supported.")
     sentences: list[SentenceOut]
     version: str
 

@@ -301,7 +301,7 @@ def create_app(*, index: Path, settings: Settings, docs: Path, generator: str | 
                             groups=groups_of(request, body.groups),
                             threshold=settings.verification.check_threshold,
                             max_sentences=settings.server.max_check_sentences)
-        return {"all_supported": all(c.status == "supported" for c in checks),
+        return {"all_supported": bool(checks) and all(c.status == "supported" for c in checks),
                 "sentences": [c.to_dict() for c in checks], "version": pipeline.version}
 
     @app.get("/", include_in_schema=False)
