@@ -33,13 +33,19 @@ from rag.verifier.consistency import (
     identifier_mismatch,
     identifiers,
     name_mismatch,
-    negated,
     number_mismatch,
 )
-from rag.verifier.verification import MIN_CONTENT_WORDS, cited_text, quote_lines, word_share
+from rag.verifier.polarity import contradiction
+from rag.verifier.verification import (
+    MIN_CONTENT_WORDS,
+    cited_text,
+    quote_lines,
+    unbacked_clause,
+    word_share,
+)
 
 Status = Literal["supported", "conflicting", "not_found"]
-FOUND = "the lines found"
+FOUND = "the passage found"
 
 
 @dataclass(frozen=True)
@@ -84,6 +90,7 @@ class Span:
     start_line: int
     end_line: int
     text: str
+    single: bool = True  # one unit, not two together
 
     def lines(self) -> CheckedLines:
         return CheckedLines(self.chunk.source_path, self.start_line, self.end_line,
@@ -95,13 +102,14 @@ def spans(chunk: Chunk) -> list[Span]:
     """Each unit of the chunk and each two neighbours together; a chunk that cannot say
     which of its lines a unit stands on (a piece of one long line) is one span."""
     found = units(chunk.text)
-    whole = Span(chunk, chunk.start_line, chunk.end_line, chunk.text)
+    whole = Span(chunk, chunk.start_line, chunk.end_line, chunk.text, single=False)
     if len(chunk.text.split("\n")) != chunk.end_line - chunk.start_line + 1 or not found:
         return [whole]
 
     def span(first: Unit, last: Unit) -> Span:
         text = first.text if first is last else f"{first.text}\n{last.text}"
-        return Span(chunk, chunk.start_line + first.first, chunk.start_line + last.last, text)
+        return Span(chunk, chunk.start_line + first.first, chunk.start_line + last.last, text,
+                    single=first is last)
 
     out = [span(u, u) for u in found]
     out += [span(a, b) for a, b in itertools.pairwise(found)]
@@ -130,14 +138,16 @@ def _conflict(sentence: str, span: Span) -> str | None:
     said = identifier_mismatch(sentence, span.text, FOUND)
     if said and identifiers(span.text):
         return said
-    if negated(sentence) != negated(span.text):
-        return ("it negates what the lines found state" if negated(sentence)
-                else "the lines found negate what it states")
-    return None
+    return contradiction(sentence, span.text, FOUND)
 
 
 def _disagreement(sentence: str, span: Span) -> str | None:
     """Why the span does not back the sentence (see the module docstring), or None."""
+    # Each clause somewhere in the passage: a summary's second clause may stand a few
+    # sentences further on; a claim added to a backed one stands nowhere.
+    prose = " ".join(w for w in sentence.split() if not holds_number(w))
+    if part := unbacked_clause(prose, [f"{span.chunk.heading or ''}\n{span.chunk.text}"]):
+        return f"{FOUND} does not say {part!r}"
     return (number_mismatch(sentence, span.text, FOUND)
             or identifier_mismatch(sentence, span.text, FOUND)
             or _conflict(sentence, span)
@@ -170,14 +180,18 @@ def judge(sentence: str, hits: Sequence[SearchHit], threshold: float, line: int 
 
 
 def _verdict(sentence: str, matching: Sequence[Span]) -> tuple[Status, Span | None, str]:
-    """(status, the span cited, why) over the matching spans, best first: the first that
-    agrees supports it; else the first that contradicts it conflicts with it."""
-    for span in matching:
-        if _disagreement(sentence, span) is None:
-            return "supported", span, ""
-    for span in matching:
-        if (why := _conflict(sentence, span)) is not None:
-            return "conflicting", span, why
+    """(status, the span cited, why) over the matching spans, best first. Single units are
+    read before pairs, the narrowest evidence first: the first that agrees supports the
+    sentence, else the first that contradicts it conflicts with it; a pair only decides a
+    sentence no single unit does (one that sums up two)."""
+    single = [s for s in matching if s.single]
+    for group in (single, [s for s in matching if not s.single]):
+        for span in group:
+            if _disagreement(sentence, span) is None:
+                return "supported", span, ""
+        for span in group:
+            if (why := _conflict(sentence, span)) is not None:
+                return "conflicting", span, why
     best = matching[0]
     why = _disagreement(sentence, best) or "no passage found says it"
     return "not_found", None, f"{why} ({best.lines().place})"

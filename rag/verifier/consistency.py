@@ -5,9 +5,11 @@ differs from a right one while keeping most of its words:
   its quote, and a unit written after it follows it there too ("30 seconds", not "30
   minutes"; "3.8", not "3.10"); small number words read as digits ("two" is 2);
 * **code identifiers**: every code span, flag, option name, path or dotted, snake_case or
-  camelCase name in the statement is in its quote;
-* **negation**: the statement is negated ("not", "never", "no", "-n't", "cannot",
-  "without", "rather than", "instead", "missing", ...) exactly when its quote is;
+  camelCase name in the statement is in the lines its quote stands on;
+* **negation**: the statement does not deny what its quote states, or state what it
+  denies, clause by clause, nor say one side of an antonym pair (enabled/disabled,
+  required/optional, before/after, ...) where the quote says the other
+  (rag.verifier.polarity);
 * **names**: a capitalised name inside a sentence (a product, a library, a company; a
   CamelCase word such as "FastAPI" outside a code span is one too) is in
   the evidence the statement cites, its heading and path included (a quote may say "it").
@@ -22,6 +24,7 @@ import re
 from collections.abc import Sequence
 
 from rag.core.text import normalise, parts, tokens
+from rag.verifier.polarity import contradiction
 from rag.verifier.quotes import quote_words
 
 # ("one", "once" and "single" also stand for no number: "a public one", "make one").
@@ -41,11 +44,6 @@ _FLAG = re.compile(r"(?<![\w-])--?[A-Za-z][\w-]*")
 # (A capitalised CamelCase word, "FastAPI", is a name: the name check reads it.)
 _CODE_WORD = re.compile(r"(?<![\w`])(?:[A-Za-z_][\w-]*[./:_][\w./:-]*\w|[a-z]+[A-Z]\w*)")
 _ABBREVIATIONS = frozenset({"e.g", "i.e", "etc", "vs", "a.k.a", "u.s"})
-# Negation, and the words that say "not" without the word: "rather than", "instead of",
-# "otherwise", "missing", "unless" (a paraphrase of a negated sentence often uses them).
-_NEGATION = re.compile(r"(?i)\b(?:not|no|never|none|nothing|neither|nor|cannot|without|"
-                       r"nobody|nowhere|rather than|instead|otherwise|missing|unless)\b"
-                       r"|n[\u2019']t\b")
 # A capitalised word after a word (not opening a sentence, a list item or a quote).
 _NAME = re.compile(r"(?<=[\w,;)] )[A-Z][A-Za-z0-9]+")
 
@@ -121,18 +119,9 @@ def identifier_mismatch(statement: str, quote: str, where: str = "its quote") ->
     return None
 
 
-def negated(text: str) -> bool:
-    """Whether the text says "not" in any of its usual forms."""
-    return bool(_NEGATION.search(_CODE_SPAN.sub(" ", text)))
-
-
 def negation_mismatch(statement: str, quote: str) -> str | None:
-    """Why the statement's negation differs from its quote's, or None."""
-    if negated(statement) == negated(quote):
-        return None
-    if negated(statement):
-        return "it negates what its quote states"
-    return "its quote is negated but the statement is not"
+    """Why the statement says the opposite of its quote, or None (see rag.verifier.polarity)."""
+    return contradiction(statement, quote)
 
 
 def name_mismatch(statement: str, evidence: str) -> str | None:
@@ -146,8 +135,12 @@ def name_mismatch(statement: str, evidence: str) -> str | None:
     return None
 
 
-def inconsistency(statement: str, quote: str, evidence: str) -> str | None:
-    """The first way the statement disagrees with its quote (or, for names, with the
-    evidence it cites), or None when it agrees in all four."""
-    return (number_mismatch(statement, quote) or identifier_mismatch(statement, quote)
+def inconsistency(statement: str, quote: str, evidence: str, lines: str = "") -> str | None:
+    """The first way the statement disagrees with its quote (for identifiers, with the
+    ``lines`` the quote stands on, when given; for names, with the evidence it cites), or
+    None when it agrees in all four. A paraphrase may name an option the quoted line holds
+    just outside the words quoted."""
+    return (number_mismatch(statement, quote)
+            or identifier_mismatch(statement, lines or quote, "its quoted lines" if lines
+                                   else "its quote")
             or negation_mismatch(statement, quote) or name_mismatch(statement, evidence))
