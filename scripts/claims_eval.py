@@ -7,10 +7,16 @@ judge it: the word-overlap check alone (rag.verifier.verification.overlap_suppor
 quote-backed one every answer goes through now (check_support). A third column is `rag
 check`'s verdict on the statement alone, given the cited passage as the only one found (no
 quote: code looks for the lines that back it); a statement counts as accepted when it is
-`supported`. The checks were developed on the FastAPI statements; the Hugo ones are held
-out, and their table comes first. Prints the tables and writes reports/claims.json:
+`supported`. Prints a table per corpus, Hugo first, then all, and writes reports/claims.json:
 
     python scripts/claims_eval.py [--cases evals/claims.jsonl] [--out reports/claims.json]
+
+How the checks were developed, so the figures can be read: the clause-by-clause negation,
+the clause rule and the identifier lines were written looking at FastAPI statements only,
+then measured once on the Hugo ones (held out: quote check, all wrong kinds rejected 0.802
+-> 0.871, supported accepted 0.771 unchanged). Then the roles swapped: the definition term,
+"otherwise"/"unless", a clause ending in "not", identifiers with marks and "at least one"
+came from Hugo statements, with FastAPI as the check (no FastAPI figure moved).
 """
 
 from __future__ import annotations
@@ -30,7 +36,7 @@ REPO = Path(__file__).resolve().parents[1]
 THRESHOLD = VerificationSettings().support_threshold
 CHECK_THRESHOLD = VerificationSettings().check_threshold
 CHECKS = ("old", "new", "check")
-DEVELOPED_ON, HELD_OUT = "fastapi", "hugo"
+CORPORA = ("hugo", "fastapi")
 SUPPORTED = ("verbatim", "paraphrased", "summarising")
 WRONG = ("negated", "number_changed", "identifier_swapped", "entity_swapped",
          "unsupported_addition", "wrong_citation")
@@ -106,10 +112,9 @@ def table(report: dict, title: str = "all statements") -> str:
 
 
 def tables(report: dict) -> str:
-    """Held out first, then the statements the checks were developed on, then all."""
+    """One table per corpus, then one for all statements."""
     by = report["by_corpus"]
-    return "\n\n".join([table(by[HELD_OUT], f"{HELD_OUT} (held out)"),
-                         table(by[DEVELOPED_ON], f"{DEVELOPED_ON} (developed on)"),
+    return "\n\n".join([*(table(by[name], name) for name in CORPORA if name in by),
                          table(report)])
 
 

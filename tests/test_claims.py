@@ -19,10 +19,10 @@ _spec.loader.exec_module(claims_eval)
 # The figures each check reached when this test was last brought up to date; a change may
 # lose TOLERANCE of any of them, no more. "new" is the quote check answers go through,
 # "check" is rag check's verdict on the statement alone.
-FLOORS = {"new": {"supported": 0.885, "all_wrong": 0.897, "negated": 0.980,
-                  "number_changed": 0.947, "identifier_swapped": 0.938},
-          "check": {"supported": 0.817, "all_wrong": 0.887, "negated": 0.898,
-                    "number_changed": 0.947, "identifier_swapped": 0.938}}
+FLOORS = {"new": {"supported": 0.962, "all_wrong": 0.907, "negated": 0.980,
+                  "number_changed": 1.0, "identifier_swapped": 0.979},
+          "check": {"supported": 0.846, "all_wrong": 0.902, "negated": 0.918,
+                    "number_changed": 1.0, "identifier_swapped": 0.979}}
 TOLERANCE = 0.02
 
 
@@ -62,6 +62,12 @@ def test_each_check_holds_its_figures_and_beats_the_overlap_check(check: str) ->
      "background tasks to be run after returning a response", "'before' where its quote"),
     ("Test functions do not need a `test_` prefix.",
      "Create functions with a name that starts with `test_`", "it negates what its quote"),
+    ("Content authors are trusted.", "template authors are trusted, but content authors are not",
+     "it states 'content'"),
+    ("Use a `<!--summary-->` divider.", "Use a `<!--more-->` divider to end the summary",
+     "'<!--summary-->'"),
+    ("A bundle holds at least one resource.", "a bundle holds zero or more resources",
+     "the number 1"),
 ])
 def test_a_statement_that_differs_from_its_quote_says_how(statement: str, quote: str,
                                                           why: str) -> None:
@@ -82,6 +88,19 @@ def test_a_statement_that_differs_from_its_quote_says_how(statement: str, quote:
     ("The option is not enabled by default.", "the option is disabled by default"),
     ("A plain `def` app is still an `async` application.",
      "uses normal `def` functions instead of `async def`, it is still an `async` application"),
+    ("Drafts are left out unless `buildDrafts` is set.", "Whether to include drafts: `buildDrafts`"),
+    ("Output goes to `public` unless you say otherwise.", "the default output folder is `public`"),
 ])
 def test_a_statement_that_agrees_with_its_quote_passes(statement: str, quote: str) -> None:
     assert inconsistency(statement, quote, quote) is None
+
+
+def test_an_added_claim_is_refused_and_a_paraphrased_clause_is_not() -> None:
+    """Every clause of a statement must be backed by the lines it quotes."""
+    from rag.verifier.verification import unbacked_clause
+
+    lines = ["Query parameters can be optional and can have default values."]
+    assert unbacked_clause("Query parameters may be optional, and they can have defaults.",
+                           lines) is None
+    assert unbacked_clause("Query parameters can be optional, which are cached per session.",
+                           lines) == "which are cached per session."

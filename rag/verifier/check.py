@@ -129,6 +129,17 @@ def _evidence(span: Span) -> str:
     return f"{span.chunk.source_path}\n{span.chunk.heading or ''}\n{span.chunk.text}"
 
 
+def _named(span: Span) -> str:
+    """The span with what names its subject: the heading, and the term of the definition
+    list entry it stands in ("`timeout`" above ": ... Default is `60s`.")."""
+    from rag.reader.passages import read_blocks
+
+    terms = [span.chunk.text.split("\n")[b.group] for b in read_blocks(span.chunk.text)
+             if b.group >= 0 and span.chunk.start_line + b.first <= span.start_line
+             <= span.chunk.start_line + b.last]
+    return "\n".join([span.chunk.heading or "", *terms, span.text])
+
+
 def _conflict(sentence: str, span: Span) -> str | None:
     """How the span contradicts the sentence (a number, version, identifier or negation it
     states otherwise), or None when it only lacks something."""
@@ -149,7 +160,7 @@ def _disagreement(sentence: str, span: Span) -> str | None:
     if part := unbacked_clause(prose, [f"{span.chunk.heading or ''}\n{span.chunk.text}"]):
         return f"{FOUND} does not say {part!r}"
     return (number_mismatch(sentence, span.text, FOUND)
-            or identifier_mismatch(sentence, span.text, FOUND)
+            or identifier_mismatch(sentence, _named(span), FOUND)
             or _conflict(sentence, span)
             or name_mismatch(sentence, _evidence(span)))
 

@@ -27,7 +27,8 @@ from rag.core.text import normalise, parts, tokens
 from rag.verifier.polarity import contradiction
 from rag.verifier.quotes import quote_words
 
-# ("one", "once" and "single" also stand for no number: "a public one", "make one").
+# ("one", "once" and "single" also stand for no number: "a public one", "make one"; see
+# _COUNTING for when "one" counts).
 _NUMBER_WORDS = {"zero": "0", "two": "2", "three": "3", "four": "4", "five": "5",
                  "six": "6", "seven": "7", "eight": "8", "nine": "9", "ten": "10",
                  "eleven": "11", "twelve": "12", "twice": "2",
@@ -53,9 +54,15 @@ def holds_number(text: str) -> bool:
     return bool(_HAS_DIGIT.search(text))
 
 
+# After these, "one" is a count ("at least one resource", "more than one worker").
+_COUNTING = frozenset({"least", "most", "exactly", "than"})
+
+
 def _numeric(text: str) -> list[str]:
     """The text's tokens with number words read as digits."""
-    return [_NUMBER_WORDS.get(t, t) for t in tokens(text)]
+    said = tokens(text)
+    return ["1" if t == "one" and i and said[i - 1] in _COUNTING else _NUMBER_WORDS.get(t, t)
+            for i, t in enumerate(said)]
 
 
 def _number_parts(words: Sequence[str]) -> list[str]:
@@ -110,11 +117,15 @@ def _holds_run(needle: Sequence[str], hay: Sequence[str]) -> bool:
 
 
 def identifier_mismatch(statement: str, quote: str, where: str = "its quote") -> str | None:
-    """Why a code identifier in the statement is not in its quote, or None."""
+    """Why a code identifier in the statement is not in its quote, or None. An identifier
+    whose marks are part of it (``<!--more-->``, ``--reload``, ``{{< ref >}}``: its words
+    alone are not it) must stand in the quote character for character."""
     held = quote_words(quote)
+    raw = " ".join(quote.split())
     for name in identifiers(statement):
         needle = quote_words(name)
-        if needle and not _holds_run(needle, held):
+        marked = " ".join(needle) != " ".join(name.casefold().split())
+        if needle and not _holds_run(needle, held) or marked and " ".join(name.split()) not in raw:
             return f"the identifier {name!r} is not in {where}"
     return None
 

@@ -6,7 +6,9 @@ defeats).
 * A negation cue ("not", "no", "never", "-n't", "cannot", "without", "instead of", ...)
   *denies* the first content word after it (the head of what it negates: "not a *fixed*
   part", "don't *specify* a port"), and *reaches* every word after it up to the end of its
-  clause; a content word no cue reaches is *asserted*.
+  clause; a content word no cue reaches is *asserted*. A clause that ends in "not" ("...,
+  but content authors are not.") denies its own words; a cue with nothing after it in its
+  clause ("unless it says otherwise.") negates nothing.
 * A statement *contradicts* a passage when one denies a word the other asserts and does
   not reach with any cue (so "uv creates one; you don't need to create one" is no
   contradiction of "you don't have to create one"), or when one asserts a word of an
@@ -20,6 +22,7 @@ Words are compared through their Snowball stems (:func:`rag.core.text.stem`), so
 from __future__ import annotations
 
 import re
+from collections import Counter
 from dataclasses import dataclass, field
 from functools import lru_cache
 
@@ -32,7 +35,7 @@ _CONTRACTIONS = re.compile(r"(?i)\b(?:can[\u2019']t|won[\u2019']t|(\w+)n[\u2019'
 _PIECES = re.compile(
     r"(?P<code>(`+)(?P<inner>.+?)\2)"
     r"|(?P<cue>(?i:\b(?:not|no|never|none|nothing|neither|nor|cannot|without|nobody|"
-    r"nowhere|rather than|instead of|otherwise|unless)\b))"
+    r"nowhere|rather than|instead of|otherwise)\b))"
     r"|(?P<end>[,;:.!?()\[\]](?=\s|$))"
     r"|(?P<word>[^\W_](?:[\w.\-/:]*[^\W_])?|_\w+)")
 # Verbs a cue passes over to reach what it negates: "does not need a name", "you don't
@@ -88,37 +91,52 @@ def _spelled_out(text: str) -> str:
 
 def polarity(text: str) -> Polarity:
     """What ``text`` asserts and denies (see the module docstring)."""
-    asserted: set[str] = set()
+    asserted: Counter[str] = Counter()
     denied: set[str] = set()
     reached: set[str] = set()
     words: set[str] = set()
     shown: dict[str, str] = {}
-    in_scope, head, cues = False, False, 0
+    clause: list[str] = []  # content words of the clause so far, before any cue
+    cue, head, cues = "", False, 0
     for m in _PIECES.finditer(_spelled_out(text)):
         if m.group("cue"):
-            in_scope, head, cues = True, True, cues + 1
+            cue, head, cues = m.group("cue").lower(), True, cues + 1
             continue
         if m.group("end"):
-            in_scope = False
+            if head and cue == "not":
+                # "..., but content authors are not.": it denies its clause's words.
+                denied.update(clause)
+                reached.update(clause)
+                asserted.subtract(clause)
+            elif head:
+                cues -= 1  # "unless it says otherwise.": no word is negated
+            cue, head, clause = "", False, []
             continue
         piece = m.group("inner") or m.group("word") or ""
         every = [stem(t) for t in tokens(piece)]
         for t, stemmed in zip(tokens(piece), every, strict=True):
             shown.setdefault(stemmed, t)
         words.update(every)
-        if in_scope:
+        if cue:
             reached.update(every)
         found = [stem(t) for t in tokens(piece) if content_words(t)]
         if not found:
             continue
-        if not in_scope:
+        if not cue:
             asserted.update(found)
+            clause.extend(found)
             continue
         if head and not (m.group("word") and found[0] in _LIGHT):
             denied.update(found)  # a code span is one head, all its words
             head = False
-    return Polarity(frozenset(asserted), frozenset(denied), frozenset(reached),
-                    frozenset(words), cues, shown)
+    if head and cue == "not":  # the text ends in "not"
+        denied.update(clause)
+        reached.update(clause)
+        asserted.subtract(clause)
+    elif head:
+        cues -= 1
+    return Polarity(frozenset(w for w, n in asserted.items() if n > 0), frozenset(denied),
+                    frozenset(reached), frozenset(words), cues, shown)
 
 
 @lru_cache(maxsize=1)
@@ -144,7 +162,9 @@ def contradiction(statement: str, passage: str, where: str = "its quote") -> str
             if other in held.words - held.reached and word not in held.words \
                     and other not in said.words:
                 return f"it says {said.word(word)!r} where {where} says {held.word(other)!r}"
+    # Negated where the passage is not: unless it says the opposite word ("is not
+    # enabled", "is disabled").
     if said.cues and not held.cues and not any(
             opposites.get(word, frozenset()) & held.words for word in said.denied):
-        return f"it negates what {where} states"  # "is not enabled" may say "disabled"
+        return f"it negates what {where} states"
     return None

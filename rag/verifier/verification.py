@@ -233,6 +233,21 @@ def _locate(quote: str, hint: tuple[int, int] | None,
     return spans
 
 
+def _with_term(chunk: Chunk, start: int, end: int) -> tuple[int, int]:
+    """Lines start..end, from the term of the definition-list entry they stand in, if any
+    ("`buildDrafts`" above ": Whether to include draft content"): the term names what the
+    quoted lines describe."""
+    from rag.reader.passages import read_blocks
+
+    if _chunk_lines(chunk) is None:
+        return start, end
+    for block in read_blocks(chunk.text):
+        first, last = chunk.start_line + block.first, chunk.start_line + block.last
+        if block.group >= 0 and first <= start <= last:
+            return min(start, chunk.start_line + block.group), end
+    return start, end
+
+
 def _refusal(text: str, quote: str, cited: Sequence[Evidence], score: float, threshold: float,
              located: dict[int, tuple[int, int]] | str) -> str:
     """Why the statement is not supported, or "" when it is."""
@@ -256,7 +271,8 @@ def _refusal(text: str, quote: str, cited: Sequence[Evidence], score: float, thr
     # The lines the quote stands on, with their heading; a chunk that cannot say which of
     # its lines a quote covers (a piece of one long line) counts whole.
     passages = [f"{ev.chunk.heading or ''}\n" + (
-        cited_text(ev.chunk, *located[i]) if i in located else ev.chunk.text)
+        cited_text(ev.chunk, *_with_term(ev.chunk, *located[i])) if i in located
+        else ev.chunk.text)
         for i, ev in enumerate(cited) if i in located or _chunk_lines(ev.chunk) is None]
     why = inconsistency(text, quote, evidence_text, "\n".join(passages))
     if why:
