@@ -5,13 +5,14 @@ so it sees exactly what search shows the caller. Every passage found is read as 
 quote could cover: each sentence, item, table row or code block of it, and each two
 neighbours together (a sentence that sums up two). A span *matches* when it holds
 ``threshold`` of the sentence's content words, numbers aside (they must agree instead).
-The sentence is then
+Single spans are read before pairs, best first; the sentence is then
 
 * ``supported`` when a matching span agrees with it on numbers with units, versions, code
-  identifiers, negation and names (rag.verifier.consistency) and the docs file still holds
-  those lines: that span is its citation;
-* ``conflicting`` when no matching span agrees and the best one states another number,
-  version or identifier, or the opposite negation: those lines are its citation;
+  identifiers (which may stand in the heading or a definition's term), negation
+  (rag.verifier.polarity) and names, each of its clauses stands somewhere in the passage,
+  and the docs file still holds those lines: that span is its citation;
+* ``conflicting`` when no matching span agrees and one states another number, version or
+  identifier, or the opposite: those lines are its citation;
 * ``not_found`` otherwise, saying why.
 """
 
