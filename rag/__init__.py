@@ -8,6 +8,8 @@
     for statement in answer.statements:
         print(statement.text, [f"{c.source_path}:{c.start_line}" for c in statement.citations])
     checks = rag.verify(answer, docs="docs")         # each citation: exact, moved, changed, gone
+    for sentence in rag.check("Drafts are not built.", docs="docs"):
+        print(sentence.status, sentence.text)        # supported, conflicting or not_found
 
 Each call takes ``index=`` (an index folder) and/or ``docs=`` (a docs folder). With ``docs``
 and no index, the folder gets an index of its own in the user's cache, brought up to date
@@ -36,9 +38,10 @@ if TYPE_CHECKING:
     from rag.core.records import Answer, SearchHit
     from rag.indexer.folders import Target
     from rag.indexer.indexing import IndexReport
+    from rag.verifier.check import SentenceCheck
     from rag.verifier.reverify import Recheck
 
-__all__ = ["ask", "index", "search", "settings", "verify"]
+__all__ = ["ask", "check", "index", "search", "settings", "verify"]
 
 log = logging.getLogger("rag")
 PathLike = str | Path
@@ -128,6 +131,28 @@ def verify(answer: Answer | dict[str, Any] | PathLike, *, docs: PathLike | None 
         data = load_answer_file(Path(answer), chosen)
     where = Path(index) if index is not None else DEFAULT_INDEX
     return recheck(data, Path(docs) if docs is not None else None, where, chosen)[1]
+
+
+def check(text: str, *, index: PathLike | None = None, docs: PathLike | None = None,
+          settings: Settings | None = None, mode: str | None = None,
+          groups: Iterable[str] = (), progress: bool = False,
+          on_warning: Warn | None = None) -> list[SentenceCheck]:
+    """Check any text against the docs, sentence by sentence: each is ``supported`` (with
+    the lines that back it), ``conflicting`` (the closest lines state another number,
+    version, identifier or the opposite; both shown) or ``not_found``, with its reason.
+
+    Sentences are looked up as :func:`search` would, so a file restricted to other
+    ``groups`` never backs one. Headings, code and sentences of fewer than two content
+    words are not checked: a text of nothing else gives an empty list.
+    """
+    from rag.pipeline import open_retriever
+    from rag.verifier.check import check_text
+
+    chosen = _settings(settings)
+    target = _target(index, docs, chosen, progress, on_warning)
+    retriever = open_retriever(target.index, chosen, target.embedder)
+    return check_text(text, retriever, target.docs, mode=mode, groups=frozenset(groups),
+                      threshold=chosen.verification.check_threshold)
 
 
 def _settings(given: Settings | None) -> Settings:

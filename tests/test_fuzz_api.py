@@ -24,7 +24,7 @@ schemathesis = pytest.importorskip("schemathesis", reason="pip install schemathe
 from hypothesis import HealthCheck, given, settings
 
 BASE_URL = "http://127.0.0.1:8000"  # a served Host: the allow-list is on while fuzzing
-EXAMPLES = 30  # per operation, mode and user: 14 runs of at most 30 requests each
+EXAMPLES = 30  # per operation, mode and user: 18 runs of at most 30 requests each
 HEADERS: dict[str, dict[str, str]] = {}
 
 
@@ -45,7 +45,7 @@ def api_schema(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
 
 
 OPERATIONS = [("GET", "/health"), ("GET", "/search"), ("POST", "/ask"), ("POST", "/index"),
-              ("POST", "/verify")]
+              ("POST", "/verify"), ("POST", "/check")]
 BOUNDED = settings(max_examples=EXAMPLES, derandomize=True, deadline=None, database=None,
                    suppress_health_check=list(HealthCheck))
 

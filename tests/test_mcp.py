@@ -17,6 +17,7 @@ from mcp.client.stdio import StdioServerParameters
 from tests.conftest import REPO
 
 TIMEOUT_S = 120  # a bound on the whole session, never an expected duration
+ROTATED = "The admin token is rotated every 30 days."  # only staff/runbook.md says so
 
 
 def params(docs: Path, cache: Path, *extra: str, fake: bool = True) -> StdioServerParameters:
@@ -66,7 +67,8 @@ def test_tools_answer_with_verified_citations_and_read_them(docs: Path, tmp_path
         return {"tools": tools, "ask": ask, "read": read, "search": search, "sources": sources}
 
     got = session(params(docs, tmp_path / "cache"), body)
-    assert got["tools"] == {"search_docs", "ask_docs", "read_lines", "list_sources"}
+    assert got["tools"] == {"search_docs", "ask_docs", "check_claims", "read_lines",
+                            "list_sources"}
     ask = got["ask"]
     assert not ask["insufficient_evidence"] and ask["citations"]
     labels = {c["label"] for c in ask["citations"]}
@@ -95,11 +97,12 @@ def test_restricted_files_need_the_servers_groups(docs: Path, tmp_path: Path):
             "read_lines", {"path": "../secret.md", "start_line": 1, "end_line": 5})
         search = data(await client.call_tool("search_docs", {"query": question, "k": 50}))
         ask = data(await client.call_tool("ask_docs", {"question": question}))
+        check = data(await client.call_tool("check_claims", {"text": ROTATED}))
         # A tool call cannot claim a group: unknown arguments change nothing.
         claimed = await client.call_tool("read_lines", {
             "path": "staff/runbook.md", "start_line": 1, "end_line": 5, "groups": ["staff"]})
         return {"read": read, "missing": missing, "outside": outside, "search": search,
-                "ask": ask, "claimed": claimed}
+                "ask": ask, "check": check, "claimed": claimed}
 
     got = session(params(docs, tmp_path / "cache"), body)
     refused = error(got["read"])
@@ -108,14 +111,22 @@ def test_restricted_files_need_the_servers_groups(docs: Path, tmp_path: Path):
     assert "secret" in error(got["outside"])
     assert all(h["source_path"] != "staff/runbook.md" for h in got["search"]["hits"])
     assert all(c["source_path"] != "staff/runbook.md" for c in got["ask"]["citations"])
+    assert [s["status"] for s in got["check"]["sentences"]] == ["not_found"]
+    assert "runbook" not in json.dumps(got["check"])
     assert got["claimed"].is_error
 
     async def staff(client: Client) -> dict[str, Any]:
-        return data(await client.call_tool(
+        read = data(await client.call_tool(
             "read_lines", {"path": "staff/runbook.md", "start_line": 1, "end_line": 5}))
+        return {"read": read, "check": data(await client.call_tool(
+            "check_claims", {"text": ROTATED}))}
 
-    lines = session(params(docs, tmp_path / "cache", "--groups", "staff"), staff)["lines"]
+    got = session(params(docs, tmp_path / "cache", "--groups", "staff"), staff)
+    lines = got["read"]["lines"]
     assert lines[0]["number"] == 1 and lines
+    [checked] = got["check"]["sentences"]
+    assert checked["status"] == "supported"
+    assert checked["citations"][0]["source_path"] == "staff/runbook.md"
 
 
 def test_bad_ranges_are_tool_errors_not_crashes(docs: Path, tmp_path: Path):

@@ -216,6 +216,11 @@ class VerificationSettings(_Section):
         True, description="When the model's answer fails verification, or its output is "
         "unusable (cut off, not the answer format), answer extractively."
     )
+    check_threshold: float = Field(
+        0.6, ge=0, le=1,
+        description="`rag check`: share of a sentence's content words (numbers aside) that "
+        "lines of the docs must hold to be compared with it at all.",
+    )
 
 
 class VisibilitySettings(_Section):
@@ -287,6 +292,11 @@ class ServerSettings(_Section):
         200, ge=1, le=100_000,
         description="Most citations one POST /verify may name (`citations` and every "
         "statement's together); more is refused with 422 before any is checked.",
+    )
+    max_check_sentences: int = Field(
+        200, ge=1, le=100_000,
+        description="Most sentences one POST /check (or MCP check_claims call) checks; a "
+        "longer text is refused with 422 before any is looked up.",
     )
 
     @field_validator("trusted_proxies", "allowed_hosts", mode="before")

@@ -52,3 +52,6 @@ class AccessError(RagError):
 EXIT_ANSWERED = 0
 EXIT_INSUFFICIENT = 1
 EXIT_INTERRUPTED = 130
+# Outcomes of the checks: `rag verify` (some citation no longer matches the docs) and
+# `rag check` (some sentence is not supported by them) exit with a citation error's code.
+EXIT_NOT_VERIFIED = CitationError.exit_code

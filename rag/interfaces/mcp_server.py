@@ -1,7 +1,8 @@
 """`rag mcp`: the docs as Model Context Protocol tools, over stdio.
 
-Tools: ``search_docs``, ``ask_docs`` (the verified answer with its citations), ``read_lines``
-(a cited range, as the file has it now) and ``list_sources``. The groups the server acts for
+Tools: ``search_docs``, ``ask_docs`` (the verified answer with its citations),
+``check_claims`` (each sentence of a text: supported, conflicting or not_found, with the
+docs' lines), ``read_lines`` (a cited range, as the file has it now) and ``list_sources``. The groups the server acts for
 come from its command line (``--groups``), never from a tool call: a client cannot claim a
 group, and a restricted file is neither listed, searched, cited nor readable without one.
 """
@@ -27,7 +28,9 @@ MAX_READ_LINES = 400  # lines one read_lines call returns at most
 INSTRUCTIONS = (
     "Answers questions about one folder of Markdown docs. Prefer ask_docs: every citation it "
     "returns was checked in code against the docs. Use read_lines to see more around a "
-    "citation, search_docs for raw passages, list_sources for what the docs hold."
+    "citation, search_docs for raw passages, list_sources for what the docs hold. Before "
+    "stating something about these docs in your own words, check_claims tells you which "
+    "sentences the docs support."
 )
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -47,7 +50,7 @@ def _tool_errors(func: F) -> F:
 
 
 class DocsTools:
-    """The four tools over one loaded index; one request at a time uses the pipeline."""
+    """The five tools over one loaded index; one request at a time uses the pipeline."""
 
     def __init__(self, pipeline: Pipeline, docs: Path, settings: Settings,
                  groups: frozenset[str]) -> None:
@@ -104,6 +107,24 @@ class DocsTools:
                 for e in answer.evidence[:3]] if answer.insufficient_evidence else [],
         }
 
+    def check_claims(
+        self, text: Annotated[str, Field(description="Sentences to check against the docs: "
+                                         "a draft answer, a README, a reply.")],
+    ) -> dict[str, Any]:
+        """Check each sentence of a text against the docs: `supported` (with the lines that
+        back it), `conflicting` (the closest lines state another number, version, identifier
+        or the opposite; both given) or `not_found`, each with its reason."""
+        from rag.verifier.check import check_text
+
+        if not text.strip():
+            raise RagError("the text is empty")
+        with self.lock:
+            checks = check_text(text, self.pipeline.retriever, self.docs, groups=self.groups,
+                                threshold=self.settings.verification.check_threshold,
+                                max_sentences=self.settings.server.max_check_sentences)
+        return {"all_supported": bool(checks) and all(c.status == "supported" for c in checks),
+                "sentences": [c.to_dict() for c in checks]}
+
     def read_lines(
         self,
         path: Annotated[str, Field(description="Source path as cited, relative to the docs.")],
@@ -150,11 +171,12 @@ class DocsTools:
 
 
 def build_server(tools: DocsTools) -> Any:
-    """The MCP server object with the four tools registered."""
+    """The MCP server object with the five tools registered."""
     from mcp.server.mcpserver import MCPServer
 
     server = MCPServer(name="rag", instructions=INSTRUCTIONS, log_level="WARNING")
-    for method in (tools.ask_docs, tools.search_docs, tools.read_lines, tools.list_sources):
+    for method in (tools.ask_docs, tools.search_docs, tools.check_claims, tools.read_lines,
+                   tools.list_sources):
         server.add_tool(_tool_errors(method), name=method.__name__)
     return server
 

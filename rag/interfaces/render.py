@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from rag.core.records import Answer, Citation, SearchHit
+    from rag.verifier.check import SentenceCheck
 
 PREVIEW_LINES = 4  # quoted lines per citation; longer spans show the best few and "..."
 Segment = tuple[str, str]  # (text, rich style)
@@ -155,6 +156,36 @@ def hit_lines(hits: Sequence[SearchHit]) -> list[Line]:
         lines.append([(f"{safe(c.source_path)}:{c.start_line}-{c.end_line}", "green"),
                       (f"  {safe(c.heading or '-')}", "bold"), (f"  {hit.score:.4f}", "dim")])
         lines.append([(f"    {safe(' '.join(c.text.split())[:160])}", "")])
+    return lines
+
+
+_STATUS_STYLE = {"supported": "green", "conflicting": "bold red", "not_found": "yellow"}
+
+
+def check_lines(checks: Sequence[SentenceCheck], name: str) -> list[Line]:
+    """`rag check`: each sentence with its status and where it stands in the text, then why
+    (unless supported) and the docs' lines it was held against; a count at the end."""
+    lines: list[Line] = []
+    for check in checks:
+        lines.append([(f"{check.status:<12}", _STATUS_STYLE[check.status]),
+                      (f"{safe(name)}:{check.line}: ", "dim"), (safe(check.text), "bold")])
+        if check.reason:
+            lines.append([(f"{'':12}{safe(check.reason)}", "dim")])
+        for cited in check.citations:
+            place = f"{safe(cited.source_path)}:{cited.start_line}-{cited.end_line}"
+            lines.append([(f"{'':12}{place}", "green"),
+                          (f" ({safe(cited.heading or '-')})", "dim")])
+            numbered = list(enumerate(cited.text.split("\n"), start=cited.start_line))
+            shown, above, below = preview(numbered, [check.text])
+            if above:
+                lines.append([(f"{'':18}| ... ({above} line{'s' * (above > 1)} above)", "dim")])
+            lines.extend([(f"{'':12}{n:>5} | ", "dim"), (safe(text), "")] for n, text in shown)
+            if below:
+                lines.append([(f"{'':18}| ... ({below} more line{'s' * (below > 1)})", "dim")])
+    counts = {s: sum(c.status == s for c in checks) for s in _STATUS_STYLE}
+    total = (f"{counts['supported']} supported, {counts['conflicting']} conflicting, "
+             f"{counts['not_found']} not found")
+    lines.append([(total, "bold")])
     return lines
 
 

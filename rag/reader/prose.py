@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from rag.core.text import leads_in, split_sentences
 from rag.reader.inline import clean_inline, row_text, show_links
-from rag.reader.passages import BULLET, NAME_HEADING, Block, is_labelled_fact
+from rag.reader.passages import BULLET, NAME_HEADING, Block, is_labelled_fact, read_blocks
 
 _COMPLETE = re.compile(r"[.!?:;)\]\"'`*]$")
 # What may follow a sentence's last mark: emoji (and their variation selectors and joiners),
@@ -50,15 +50,40 @@ class Sentence:
     continues: bool = False  # "...the prefix must not include": it finishes what came before
 
 
+def _prose_parts(block: Block) -> list[tuple[str, int, int]]:
+    """(text as the page shows it, first line, last line) of each sentence of a prose
+    block, split at sentence ends; lines are 0-based in the chunk."""
+    starts: list[int] = []  # char offset where each line begins in the joined text
+    joined = ""
+    for line in block.lines:
+        starts.append(len(joined))
+        joined += line + " "
+    pos = 0
+    out: list[tuple[str, int, int]] = []
+    for part in split_sentences(joined.strip()):
+        at = joined.find(part, pos)
+        pos = at + len(part)
+        first = block.first + max(k for k, s in enumerate(starts) if s <= at)
+        last = block.first + max(k for k, s in enumerate(starts) if s < pos)
+        out.append((show_links(clean_inline(part.strip())), first, last))
+    return out
+
+
+def _unit_text(block: Block) -> str:
+    """An item or a table row as one sentence, as the page shows it."""
+    if block.kind == "row":
+        return row_text(block.lines[0], block.header)
+    return show_links(clean_inline(BULLET.sub("", block.lines[0]) + " "
+                                   + " ".join(block.lines[1:])))
+
+
 def sentences(blocks: Sequence[Block]) -> list[Sentence]:
     out: list[Sentence] = []
     for b_index, block in enumerate(blocks):
         if block.kind == "code":
             continue
         if block.kind != "prose":
-            text = row_text(block.lines[0], block.header) if block.kind == "row" else \
-                show_links(clean_inline(BULLET.sub("", block.lines[0]) + " "
-                                        + " ".join(block.lines[1:])))
+            text = _unit_text(block)
             if len(text.split()) >= MIN_WORDS - 1 or is_labelled_fact(text):
                 out.append(Sentence(text.strip(), block.first, block.last, b_index, True))
             continue
@@ -67,21 +92,10 @@ def sentences(blocks: Sequence[Block]) -> list[Sentence]:
         describes = block.heading_line >= 0 and bool(NAME_HEADING.match(
             block.heading.rsplit(" > ", 1)[-1].strip())) and (
             b_index == 0 or blocks[b_index - 1].heading_line != block.heading_line)
-        starts: list[int] = []  # char offset where each line begins in the joined text
-        joined = ""
-        for line in block.lines:
-            starts.append(len(joined))
-            joined += line + " "
-        pos = 0
-        parts = split_sentences(joined.strip())
         kept_previous = False  # whether the part before this one was kept
         opening: tuple[str, int] | None = None  # a short first sentence, and its first line
-        for n, part in enumerate(parts):
-            at = joined.find(part, pos)
-            pos = at + len(part)
-            first = block.first + max(k for k, s in enumerate(starts) if s <= at)
-            last = block.first + max(k for k, s in enumerate(starts) if s < pos)
-            text = show_links(clean_inline(part.strip()))
+        parts = _prose_parts(block)
+        for n, (text, first, last) in enumerate(parts):
             ends = n == len(parts) - 1
             if opening is not None:
                 text, first = f"{opening[0]} {text}", opening[1]
@@ -130,3 +144,37 @@ def sentences(blocks: Sequence[Block]) -> list[Sentence]:
             out.append(Sentence(text, first, last, b_index, ends, continues))
             kept_previous = True
     return out
+
+
+@dataclass(frozen=True)
+class Unit:
+    """One thing a text states: a sentence of a paragraph, an item, a table row, or a code
+    block (kind "code"), as the page shows it; lines are 0-based."""
+
+    text: str
+    first: int
+    last: int
+    kind: str
+
+
+def units(text: str, *, whole_file: bool = False) -> list[Unit]:
+    """Every sentence of every paragraph (split where :func:`sentences` splits), every item,
+    table row and code block of Markdown, in order; none is dropped as unquotable, however
+    short. Headings and markup are no unit; with ``whole_file``, neither is front matter."""
+    out: list[Unit] = []
+    for block in read_blocks(text, first_line_is_file_start=whole_file):
+        if block.kind == "code":
+            out.append(Unit("\n".join(block.lines), block.first, block.last, "code"))
+        elif block.kind != "prose":
+            out.append(Unit(_unit_text(block).strip(), block.first, block.last, block.kind))
+        else:
+            out.extend(Unit(said.strip(), first, last, "prose")
+                       for said, first, last in _prose_parts(block) if said.strip())
+    return out
+
+
+def claim_sentences(text: str) -> list[Unit]:
+    """The sentences a whole Markdown text states, to check it against the docs: its units
+    without code, and without a lead-in ("Run:") that only introduces what follows it."""
+    return [u for u in units(text, whole_file=True)
+            if u.kind != "code" and u.text and not leads_in(u.text)]

@@ -5,9 +5,11 @@ differs from a right one while keeping most of its words:
   its quote, and a unit written after it follows it there too ("30 seconds", not "30
   minutes"; "3.8", not "3.10"); small number words read as digits ("two" is 2);
 * **code identifiers**: every code span, flag, option name, path or dotted, snake_case or
-  camelCase name in the statement is in its quote;
-* **negation**: the statement is negated ("not", "never", "no", "-n't", "cannot",
-  "without", "rather than", "instead", "missing", ...) exactly when its quote is;
+  camelCase name in the statement is in the lines its quote stands on;
+* **negation**: the statement does not deny what its quote states, or state what it
+  denies, clause by clause, nor say one side of an antonym pair (enabled/disabled,
+  required/optional, before/after, ...) where the quote says the other
+  (rag.verifier.polarity);
 * **names**: a capitalised name inside a sentence (a product, a library, a company; a
   CamelCase word such as "FastAPI" outside a code span is one too) is in
   the evidence the statement cites, its heading and path included (a quote may say "it").
@@ -23,9 +25,11 @@ from collections.abc import Sequence
 
 from rag.core.text import normalise, parts, tokens
 from rag.reader.markup import CODE_SPAN
+from rag.verifier.polarity import contradiction
 from rag.verifier.quotes import quote_words
 
-# ("one", "once" and "single" also stand for no number: "a public one", "make one").
+# ("one", "once" and "single" also stand for no number: "a public one", "make one"; see
+# _COUNTING for when "one" counts).
 _NUMBER_WORDS = {"zero": "0", "two": "2", "three": "3", "four": "4", "five": "5",
                  "six": "6", "seven": "7", "eight": "8", "nine": "9", "ten": "10",
                  "eleven": "11", "twelve": "12", "twice": "2",
@@ -41,18 +45,24 @@ _FLAG = re.compile(r"(?<![\w-])--?[A-Za-z][\w-]*")
 # (A capitalised CamelCase word, "FastAPI", is a name: the name check reads it.)
 _CODE_WORD = re.compile(r"(?<![\w`])(?:[A-Za-z_][\w-]*[./:_][\w./:-]*\w|[a-z]+[A-Z]\w*)")
 _ABBREVIATIONS = frozenset({"e.g", "i.e", "etc", "vs", "a.k.a", "u.s"})
-# Negation, and the words that say "not" without the word: "rather than", "instead of",
-# "otherwise", "missing", "unless" (a paraphrase of a negated sentence often uses them).
-_NEGATION = re.compile(r"(?i)\b(?:not|no|never|none|nothing|neither|nor|cannot|without|"
-                       r"nobody|nowhere|rather than|instead|otherwise|missing|unless)\b"
-                       r"|n[\u2019']t\b")
 # A capitalised word after a word (not opening a sentence, a list item or a quote).
 _NAME = re.compile(r"(?<=[\w,;)] )[A-Z][A-Za-z0-9]+")
 
 
+def holds_number(text: str) -> bool:
+    """Whether the text gives a number or a version (digits; number words aside)."""
+    return bool(_HAS_DIGIT.search(text))
+
+
+# After these, "one" is a count ("at least one resource", "more than one worker").
+_COUNTING = frozenset({"least", "most", "exactly", "than"})
+
+
 def _numeric(text: str) -> list[str]:
     """The text's tokens with number words read as digits."""
-    return [_NUMBER_WORDS.get(t, t) for t in tokens(text)]
+    said = tokens(text)
+    return ["1" if t == "one" and i and said[i - 1] in _COUNTING else _NUMBER_WORDS.get(t, t)
+            for i, t in enumerate(said)]
 
 
 def _number_parts(words: Sequence[str]) -> list[str]:
@@ -73,8 +83,9 @@ def _unit_after(words: Sequence[str], i: int) -> str | None:
     return None
 
 
-def number_mismatch(statement: str, quote: str) -> str | None:
-    """Why the statement's numbers or versions are not its quote's, or None."""
+def number_mismatch(statement: str, quote: str, where: str = "its quote") -> str | None:
+    """Why the statement's numbers or versions are not its quote's, or None; ``where``
+    names the quote in the reason."""
     said, held = _numeric(statement), _numeric(quote)
     have = set(_number_parts(held))
     for i, word in enumerate(said):
@@ -83,15 +94,16 @@ def number_mismatch(statement: str, quote: str) -> str | None:
         kind = "version" if _VERSION.fullmatch(word) else "number"
         bare = word.removeprefix("v") if kind == "version" else word
         if word not in have and bare not in have and f"v{bare}" not in have:
-            return f"the {kind} {word} is not in its quote"
+            return f"the {kind} {word} is not in {where}"
         unit = _unit_after(said, i)
         if unit and not any(w in (word, bare) and _unit_after(held, j) == unit
                             for j, w in enumerate(held)):
-            return f"'{word} {said[i + 1]}' is not in its quote"
+            return f"'{word} {said[i + 1]}' is not in {where}"
     return None
 
 
-def _identifiers(text: str) -> list[str]:
+def identifiers(text: str) -> list[str]:
+    """The code identifiers a text names: code spans, flags and code-shaped words."""
     found = [m.group(2) for m in CODE_SPAN.finditer(text)]
     prose = CODE_SPAN.sub(" ", text)
     found += _FLAG.findall(prose)
@@ -104,28 +116,23 @@ def _holds_run(needle: Sequence[str], hay: Sequence[str]) -> bool:
     return any(list(hay[i:i + size]) == list(needle) for i in range(len(hay) - size + 1))
 
 
-def identifier_mismatch(statement: str, quote: str) -> str | None:
-    """Why a code identifier in the statement is not in its quote, or None."""
+def identifier_mismatch(statement: str, quote: str, where: str = "its quote") -> str | None:
+    """Why a code identifier in the statement is not in its quote, or None. An identifier
+    whose marks are part of it (``<!--more-->``, ``--reload``, ``{{< ref >}}``: its words
+    alone are not it) must stand in the quote character for character."""
     held = quote_words(quote)
-    for name in _identifiers(statement):
+    raw = " ".join(quote.split())
+    for name in identifiers(statement):
         needle = quote_words(name)
-        if needle and not _holds_run(needle, held):
-            return f"the identifier {name!r} is not in its quote"
+        marked = " ".join(needle) != " ".join(name.casefold().split())
+        if needle and not _holds_run(needle, held) or marked and " ".join(name.split()) not in raw:
+            return f"the identifier {name!r} is not in {where}"
     return None
 
 
-def negated(text: str) -> bool:
-    """Whether the text says "not" in any of its usual forms."""
-    return bool(_NEGATION.search(CODE_SPAN.sub(" ", text)))
-
-
 def negation_mismatch(statement: str, quote: str) -> str | None:
-    """Why the statement's negation differs from its quote's, or None."""
-    if negated(statement) == negated(quote):
-        return None
-    if negated(statement):
-        return "it negates what its quote states"
-    return "its quote is negated but the statement is not"
+    """Why the statement says the opposite of its quote, or None (see rag.verifier.polarity)."""
+    return contradiction(statement, quote)
 
 
 def name_mismatch(statement: str, evidence: str) -> str | None:
@@ -139,8 +146,12 @@ def name_mismatch(statement: str, evidence: str) -> str | None:
     return None
 
 
-def inconsistency(statement: str, quote: str, evidence: str) -> str | None:
-    """The first way the statement disagrees with its quote (or, for names, with the
-    evidence it cites), or None when it agrees in all four."""
-    return (number_mismatch(statement, quote) or identifier_mismatch(statement, quote)
+def inconsistency(statement: str, quote: str, evidence: str, lines: str = "") -> str | None:
+    """The first way the statement disagrees with its quote (for identifiers, with the
+    ``lines`` the quote stands on, when given; for names, with the evidence it cites), or
+    None when it agrees in all four. A paraphrase may name an option the quoted line holds
+    just outside the words quoted."""
+    return (number_mismatch(statement, quote)
+            or identifier_mismatch(statement, lines or quote, "its quoted lines" if lines
+                                   else "its quote")
             or negation_mismatch(statement, quote) or name_mismatch(statement, evidence))

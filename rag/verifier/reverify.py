@@ -18,12 +18,12 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, field_validator
 
-from rag.core.errors import CitationError, RagError, UsageError
+from rag.core.errors import EXIT_NOT_VERIFIED, RagError, UsageError
 from rag.core.records import Answer, Chunk
 from rag.reader.docfiles import DocsGate
 
 Status = Literal["exact", "moved", "changed", "gone"]
-EXIT_NOT_EXACT = CitationError.exit_code  # 8: some citation no longer matches the docs
+EXIT_NOT_EXACT = EXIT_NOT_VERIFIED  # 8: some citation no longer matches the docs
 
 
 @dataclass(frozen=True)

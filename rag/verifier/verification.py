@@ -233,6 +233,21 @@ def _locate(quote: str, hint: tuple[int, int] | None,
     return spans
 
 
+def _with_term(chunk: Chunk, start: int, end: int) -> tuple[int, int]:
+    """Lines start..end, from the term of the definition-list entry they stand in, if any
+    ("`buildDrafts`" above ": Whether to include draft content"): the term names what the
+    quoted lines describe."""
+    from rag.reader.passages import read_blocks
+
+    if _chunk_lines(chunk) is None:
+        return start, end
+    for block in read_blocks(chunk.text):
+        first, last = chunk.start_line + block.first, chunk.start_line + block.last
+        if block.group >= 0 and first <= start <= last:
+            return min(start, chunk.start_line + block.group), end
+    return start, end
+
+
 def _refusal(text: str, quote: str, cited: Sequence[Evidence], score: float, threshold: float,
              located: dict[int, tuple[int, int]] | str) -> str:
     """Why the statement is not supported, or "" when it is."""
@@ -253,22 +268,64 @@ def _refusal(text: str, quote: str, cited: Sequence[Evidence], score: float, thr
 
     evidence_text = "\n".join(f"{ev.chunk.source_path}\n{ev.chunk.heading or ''}\n{ev.chunk.text}"
                               for ev in cited)
-    why = inconsistency(text, quote, evidence_text)
-    if why:
-        return why
     # The lines the quote stands on, with their heading; a chunk that cannot say which of
     # its lines a quote covers (a piece of one long line) counts whole.
     passages = [f"{ev.chunk.heading or ''}\n" + (
-        cited_text(ev.chunk, *located[i]) if i in located else ev.chunk.text)
+        cited_text(ev.chunk, *_with_term(ev.chunk, *located[i])) if i in located
+        else ev.chunk.text)
         for i, ev in enumerate(cited) if i in located or _chunk_lines(ev.chunk) is None]
-    share = _share(text, passages or [quote])
+    why = inconsistency(text, quote, evidence_text, "\n".join(passages))
+    if why:
+        return why
+    share = word_share(text, passages or [quote])
     if share < threshold:
         return (f"only {share:.0%} of its words are in the lines it quotes "
                 f"(verification.support_threshold is {threshold:.0%})")
+    if part := unbacked_clause(text, passages or [quote]):
+        return f"the lines it quotes do not say {part!r}"
     return ""
 
 
-def _share(text: str, passages: Sequence[str]) -> float:
+# Where a sentence joins one claim to another: a comma, semicolon or colon, or a word that
+# starts a clause ("..., which are cached", "... and reloads it", "... since it ...").
+_CLAUSE = re.compile(r"[,;:]\s+|\s+(?:and|but|which|while|whereas|since|because|so that|"
+                     r"although|though|then)\s+", re.IGNORECASE)
+MIN_CLAUSE_WORDS = 2
+# A clause a passage backs keeps about a third of its words there, however it is
+# paraphrased; a claim added to a backed one shares hardly any.
+CLAUSE_SHARE = 0.3
+
+
+def clauses(text: str) -> list[str]:
+    """The parts of a sentence that each state something: split where a clause starts,
+    a part of fewer than MIN_CLAUSE_WORDS content words joined to the one before it."""
+    out: list[str] = []
+    for part in _CLAUSE.split(text):
+        if out and len(content_words(part)) < MIN_CLAUSE_WORDS:
+            out[-1] = f"{out[-1]} {part}"
+        elif part.strip():
+            out.append(part)
+    if len(out) > 1 and len(content_words(out[0])) < MIN_CLAUSE_WORDS:
+        first = out.pop(0)
+        out[0] = f"{first} {out[0]}"
+    return out
+
+
+def unbacked_clause(text: str, passages: Sequence[str],
+                    threshold: float = CLAUSE_SHARE) -> str | None:
+    """The first clause of ``text`` of which the passages hold less than ``threshold`` of
+    the content words (a claim added to a backed one), or None; a sentence of one clause
+    is the support score's to judge."""
+    parts = clauses(text)
+    if len(parts) < 2:
+        return None
+    for part in parts:
+        if word_share(part, passages) < threshold:
+            return part.strip()
+    return None
+
+
+def word_share(text: str, passages: Sequence[str]) -> float:
     """Share of the text's content words found in the passages (as support_score counts)."""
     claimed = content_words(text)
     vocab: set[str] = set()

@@ -275,7 +275,7 @@ def mcp(
         "--groups", help="Comma-separated groups the server acts for (never from a tool call).")]
     = "",
 ) -> None:
-    """MCP server over stdio: search_docs, ask_docs, read_lines, list_sources."""
+    """MCP server over stdio: search_docs, ask_docs, check_claims, read_lines, list_sources."""
     from rag.interfaces.mcp_server import run_mcp
 
     settings = cli_settings(config)
@@ -303,6 +303,41 @@ def verify(
     code = verify_file(answer_file, docs, index, cli_settings(config), json_out=json_out,
                        echo=typer.echo)
     raise typer.Exit(code)
+
+
+@app.command()
+@clean_errors
+def check(
+    text_file: Annotated[Path, typer.Argument(
+        help="The text to check: a draft answer, a README, a reply (Markdown or plain).")],
+    index: MaybeIndexOpt = None,
+    docs: DocsOpt = None,
+    config: ConfigOpt = None,
+    mode: ModeOpt = None,
+    groups: GroupsOpt = "",
+    json_out: JsonOpt = False,
+) -> None:
+    """Check each sentence of a text against the docs (exit 8 unless all are supported).
+
+    Each sentence is supported (with the lines that back it), conflicting (the closest
+    lines state another number, version, identifier or the opposite) or not_found.
+    """
+    import rag
+    from rag.core.errors import EXIT_NOT_VERIFIED
+    from rag.verifier.check import load_text
+
+    settings = cli_settings(config)
+    text = load_text(text_file, settings.docs.max_file_bytes)
+    with _spinner("checking") if docs is None else contextlib.nullcontext():
+        checks = rag.check(text, index=index, docs=docs, settings=settings, mode=mode,
+                           groups=group_set(groups), **_indexing_shown(json_out))
+    if json_out:
+        typer.echo(json_line({"sentences": [c.to_dict() for c in checks]}))
+    else:
+        from rag.interfaces.render import check_lines
+
+        _print_lines(check_lines(checks, str(text_file)))
+    raise typer.Exit(0 if all(c.status == "supported" for c in checks) else EXIT_NOT_VERIFIED)
 
 
 app.add_typer(token_app, name="token")

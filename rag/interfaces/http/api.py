@@ -37,6 +37,17 @@ class AskRequest(_Request):
         return value.strip()
 
 
+class CheckRequest(_Request):
+    text: str = Field(..., min_length=1, pattern=NOT_BLANK,
+                      description="The text to check (Markdown or plain): a draft answer, a "
+                      "README, a reply. Each of its sentences is checked against the docs.")
+    groups: list[Annotated[str, Field(max_length=128)]] = Field(
+        default_factory=list, max_length=64,
+        description="Ignored unless the server runs with --dev-trust-claimed-groups: the "
+        "groups come from the API token or the authenticating proxy.")
+    mode: Mode | None = Field(None, description="Search mode; default from config.")
+
+
 class IndexRequest(_Request):
     rebuild: bool = Field(False, description="Re-embed everything instead of only changes.")
 
@@ -107,6 +118,31 @@ class AnswerOut(BaseModel):
     tokens: dict[str, int]
     label_checks: dict[str, int]
     index_version: str
+
+
+class CheckedLinesOut(BaseModel):
+    source_path: str
+    start_line: int
+    end_line: int
+    heading: str | None
+    text: str = Field(description="The lines, as the docs file holds them now.")
+
+
+class SentenceOut(BaseModel):
+    text: str
+    line: int = Field(description="Line of the checked text the sentence starts on.")
+    status: Literal["supported", "conflicting", "not_found"]
+    reason: str = Field(description="Why it is not supported; empty when it is.")
+    citations: list[CheckedLinesOut] = Field(
+        description="supported: the lines that back it; conflicting: the lines that state "
+        "otherwise; not_found: none.")
+
+
+class CheckOut(BaseModel):
+    all_supported: bool = Field(description="Whether some sentence was checked and every "
+                                "one is supported.")
+    sentences: list[SentenceOut]
+    version: str
 
 
 class SearchOut(BaseModel):

@@ -1,4 +1,5 @@
-"""HTTP API and web page (`rag serve`): ask, search, re-index and health, plus one page at `/`.
+"""HTTP API and web page (`rag serve`): ask, search, check, verify, re-index and health, plus one
+page at `/`.
 
 One loaded index version and one generator serve every request. A re-index builds a complete
 new Pipeline in a worker thread, then swaps a single reference; each request reads that
@@ -18,13 +19,10 @@ from typing import Annotated, Any
 
 from fastapi import FastAPI, Query, Request, Security
 from fastapi.concurrency import run_in_threadpool
-from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, JSONResponse
 from fastapi.security import HTTPBearer
 from fastapi.staticfiles import StaticFiles
-from starlette.exceptions import HTTPException
 
-from rag.core import errors
 from rag.core.config import Settings
 from rag.indexer.embedding import Embedder
 from rag.interfaces.http.api import (
@@ -33,6 +31,8 @@ from rag.interfaces.http.api import (
     POST_ERRORS,
     AnswerOut,
     AskRequest,
+    CheckOut,
+    CheckRequest,
     HealthOut,
     IndexOut,
     IndexRequest,
@@ -42,9 +42,11 @@ from rag.interfaces.http.api import (
 )
 from rag.interfaces.http.auth import Authenticator, HostCheck, Identity, Unauthorized
 from rag.interfaces.http.bodylimit import BodyLimit
+from rag.interfaces.http.failures import error_response, install_error_handlers, status_for
 from rag.interfaces.http.streaming import STREAMED, stream_answer, wants_stream
 from rag.pipeline import Pipeline
 from rag.stores import is_stale
+from rag.verifier.check import check_text
 from rag.verifier.reverify import VerifyOut, VerifyRequest, cap_citations_in_schema, verify_payload
 
 log = logging.getLogger("rag.server")
@@ -158,57 +160,6 @@ class ServerState:
         return report, pipeline
 
 
-def status_for(exc: errors.RagError) -> int:
-    """HTTP status of a domain error: bad input 400 or 422, model endpoint 503, the rest 500."""
-    if isinstance(exc, errors.GenerationError):
-        return 503
-    if isinstance(exc, errors.AccessError):
-        return 403
-    if isinstance(exc, errors.ConfigError | errors.RetrievalError):
-        return 400
-    if isinstance(exc, errors.UsageError):
-        return 422
-    if isinstance(exc, errors.IndexBusyError):
-        return 409
-    return 500
-
-
-def _validation_message(exc: RequestValidationError) -> str:
-    err = exc.errors()[0]
-    where = ".".join(str(p) for p in err.get("loc", ()) if p not in ("body", "query"))
-    msg = str(err.get("msg", "invalid request")).removeprefix("Value error, ")
-    ctx = err.get("ctx") or {}
-    if (err.get("type"), ctx.get("pattern"), ctx.get("min_length")) in (
-            ("string_pattern_mismatch", NOT_BLANK, None), ("string_too_short", None, 1)):
-        msg = "must not be empty"
-    return f"{where}: {msg}" if where else msg
-
-
-def _install_error_handlers(app: FastAPI) -> None:
-    @app.exception_handler(errors.RagError)
-    async def rag_error(_: Request, exc: errors.RagError) -> JSONResponse:
-        return JSONResponse({"error": str(exc)}, status_code=status_for(exc))
-
-    @app.exception_handler(RequestValidationError)
-    async def bad_request(_: Request, exc: RequestValidationError) -> JSONResponse:
-        return JSONResponse({"error": _validation_message(exc)}, status_code=422)
-
-    @app.exception_handler(HTTPException)
-    async def http_error(_: Request, exc: HTTPException) -> JSONResponse:
-        return JSONResponse({"error": str(exc.detail)}, status_code=exc.status_code,
-                            headers=getattr(exc, "headers", None))
-
-    @app.exception_handler(Exception)
-    async def unexpected(_: Request, exc: Exception) -> JSONResponse:
-        log.error("unexpected error: %r", exc, exc_info=exc)  # the log has it, the client not
-        return JSONResponse({"error": "internal error; the server log has the details"},
-                            status_code=500)
-
-
-def _error(status: int, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
-    return JSONResponse({"error": message}, status_code=status, headers=headers)
-
-
 def refusal(request: Request, hosts: HostCheck, auth: Authenticator) -> JSONResponse | None:
     """The answer to a request refused before any endpoint sees it; None lets it through.
 
@@ -216,21 +167,21 @@ def refusal(request: Request, hosts: HostCheck, auth: Authenticator) -> JSONResp
     """
     host = request.headers.get("host", "")
     if not hosts.allows(host):
-        return _error(421, f"this server does not answer to Host {host[:100]!r}; "
+        return error_response(421, f"this server does not answer to Host {host[:100]!r}; "
                            "add the name to [server] allowed_hosts")
     if request.method not in SAFE_METHODS:
         origin = request.headers.get("origin")
         if origin is not None and not hosts.allows_origin(origin):
-            return _error(403, "cross-origin request refused")
+            return error_response(403, "cross-origin request refused")
         ctype = request.headers.get("content-type", "").partition(";")[0].strip().lower()
         if ctype != "application/json":
-            return _error(415, f"{request.method} needs a JSON body "
+            return error_response(415, f"{request.method} needs a JSON body "
                                "(Content-Type: application/json)")
     try:
         request.state.identity = auth.identify(
             request.headers, request.client.host if request.client else None)
     except Unauthorized as exc:
-        return _error(401, str(exc), headers={"WWW-Authenticate": 'Bearer realm="rag"'})
+        return error_response(401, str(exc), headers={"WWW-Authenticate": 'Bearer realm="rag"'})
     return None
 
 
@@ -266,7 +217,7 @@ def create_app(*, index: Path, settings: Settings, docs: Path, generator: str | 
     app = FastAPI(title="rag", summary="Docs question answering with verified citations",
                   lifespan=lifespan, docs_url=None, redoc_url=None)  # their pages use a CDN
     app.state.rag = state
-    _install_error_handlers(app)
+    install_error_handlers(app)
     # Inside the guard: Host, origin, content type and credentials are checked first, then
     # the body is counted before any endpoint parses it.
     app.add_middleware(BodyLimit, max_bytes=settings.server.max_body_bytes)
@@ -324,10 +275,10 @@ def create_app(*, index: Path, settings: Settings, docs: Path, generator: str | 
     async def reindex(request: Request, body: IndexRequest,
                       _: Annotated[Any, Security(BEARER)] = None) -> Any:
         if request.state.identity.user is None:  # writes need someone to answer for them
-            return _error(401, "POST /index needs an API token",
+            return error_response(401, "POST /index needs an API token",
                           headers={"WWW-Authenticate": 'Bearer realm="rag"'})
         if not state.reindex_lock.acquire(blocking=False):
-            return JSONResponse({"error": BUSY}, status_code=409)
+            return error_response(409, BUSY)
         try:  # in a worker thread, so /search and /ask keep answering meanwhile
             report, pipeline = await run_in_threadpool(state.reindex, body.rebuild)
         finally:
@@ -341,6 +292,17 @@ def create_app(*, index: Path, settings: Settings, docs: Path, generator: str | 
         body = body.model_copy(update={"groups": groups_of(request, body.groups)})
         pipeline = state.pipeline
         return verify_payload(body, state.docs, pipeline.retriever.index, state.settings)
+
+    @app.post("/check", response_model=CheckOut, responses=POST_ERRORS)
+    def check(request: Request, body: CheckRequest) -> dict[str, Any]:
+        """Check each sentence of a text against the docs the caller may see (`rag check`)."""
+        pipeline = state.pipeline
+        checks = check_text(body.text, pipeline.retriever, state.docs, mode=body.mode,
+                            groups=groups_of(request, body.groups),
+                            threshold=settings.verification.check_threshold,
+                            max_sentences=settings.server.max_check_sentences)
+        return {"all_supported": bool(checks) and all(c.status == "supported" for c in checks),
+                "sentences": [c.to_dict() for c in checks], "version": pipeline.version}
 
     @app.get("/", include_in_schema=False)
     def page() -> FileResponse:
