@@ -33,7 +33,7 @@ _CONTRACTIONS = re.compile(r"(?i)\b(?:can[\u2019']t|won[\u2019']t|(\w+)n[\u2019'
 # before a space or the end, so "app.get" and "3.11" are no end), or a word. A bare
 # "instead" ("and instead run one process") asserts what follows; "instead of" denies it.
 _PIECES = re.compile(
-    r"(?P<code>(`+)(?P<inner>.+?)\2)"
+    r"(?P<code>(?<!`)(`+)(?!`)(?P<inner>.*?[^`])\2(?!`))"
     r"|(?P<cue>(?i:\b(?:not|no|never|none|nothing|neither|nor|cannot|without|nobody|"
     r"nowhere|rather than|instead of|otherwise)\b))"
     r"|(?P<end>[,;:.!?()\[\]](?=\s|$))"

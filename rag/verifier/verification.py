@@ -288,7 +288,7 @@ def _refusal(text: str, quote: str, cited: Sequence[Evidence], score: float, thr
 
 # Where a sentence joins one claim to another: a comma, semicolon or colon, or a word that
 # starts a clause ("..., which are cached", "... and reloads it", "... since it ...").
-_CLAUSE = re.compile(r"[,;:]\s+|\s+(?:and|but|which|while|whereas|since|because|so that|"
+_CLAUSE = re.compile(r"[,;:]\s+|(?<!\s)\s+(?:and|but|which|while|whereas|since|because|so that|"
                      r"although|though|then)\s+", re.IGNORECASE)
 MIN_CLAUSE_WORDS = 2
 # A clause a passage backs keeps about a third of its words there, however it is
