@@ -14,18 +14,29 @@ PAGE = ("# Server\n\nThe server is a small HTTP process.\n\n"
         "- `HOST`: the address to bind.\n\n## Logs\n\nLogs go to stderr.")
 
 
-def test_the_list_that_answers_is_quoted_whole_with_its_lead_in() -> None:
+def test_the_list_that_answers_is_quoted_whole_with_its_lead_in_and_its_section() -> None:
     top = evidence("E1", PAGE, start=10)
     other = evidence("E2", "The port of the database is 5432.", path="db.md")
     result = PassageGenerator().generate("How do I change the port of the server?", [top, other])
     [statement] = result.answer.statements
     assert statement.evidence == ["E1"]  # only the top evidence is quoted
-    # From the lead-in line on, to the end of its section: the next heading's text is not in.
-    assert result.quotes == ((14, 17),)
+    # Its section fits the cap, so all of it: the paragraph before the list's lead-in too,
+    # and not the next heading's text.
+    assert result.quotes == ((12, 17),)
     assert statement.text.splitlines() == [
-        "To change the port, set these variables:", "- `PORT`: the port, 8080 by default.",
+        "The server is a small HTTP process.", "To change the port, set these variables:", "- `PORT`: the port, 8080 by default.",
         "- `HOST`: the address to bind."]
     assert "8080 by default" in lines_of(top, result.quotes[0])
+
+
+def test_a_passage_reads_on_before_it_reads_back_and_stays_under_the_cap() -> None:
+    before = "\n\n".join(f"Background paragraph {i} says little about anything." for i in range(30))
+    page = f"# Guide\n\n{before}\n\nThe port is set with `PORT`.\n\nIt defaults to 8080."
+    result = PassageGenerator().generate("How is the port set?", [evidence("E1", page)])
+    text = result.answer.statements[0].text
+    assert text.endswith("The port is set with `PORT`.\nIt defaults to 8080.")
+    assert "Background paragraph 29" in text and "Background paragraph 0 " not in text
+    assert len(text.split()) <= MAX_WORDS
 
 
 def test_a_long_code_block_is_cut_at_a_line_and_no_evidence_is_no_answer() -> None:

@@ -3,7 +3,8 @@
 It quotes, verbatim, one contiguous passage of the top evidence section: the paragraph,
 list, table or code block (with the sentence that leads into it) whose words best match
 the question, weighted by how rare each question word is among that section's passages,
-and what follows it in the section up to the length cap. Nothing in it knows a kind of
+and its neighbours in the section up to the length cap (what follows it first, then what
+comes before it). Nothing in it knows a kind of
 question or of page; its only constant is the length cap.
 ``rag eval --generator passage`` measures it beside the default.
 """
@@ -113,23 +114,30 @@ def best_unit(question: str, found: Sequence[Unit]) -> int | None:
 
 
 def best_passage(question: str, blocks: Sequence[Block]) -> Unit | None:
-    """The best unit and the units after it in its section while the quote stays within
-    MAX_WORDS: a reader who finds the place reads on (a definition, then its details or
-    example), so the passage runs forward from the best match, never back."""
+    """The best unit and its neighbours in its section while the quote stays within
+    MAX_WORDS: the units after it first (a reader who finds the place reads on: a
+    definition, then its details or example), then those before it (what it follows
+    from). A section that fits is quoted whole."""
     found = units(blocks)
     first = best_unit(question, found)
     if first is None:
         return None
-    best = found[first]
-    picked = list(best.blocks)
-    words = word_count(_capped(best)[0])
-    for unit in found[first + 1:]:
-        size = word_count(_capped(unit)[0])
-        if words + size > MAX_WORDS or unit.blocks[0].heading != best.blocks[0].heading:
-            break  # too long, or past a heading: another section's passage
-        picked.extend(unit.blocks)
-        words += size
-    return Unit(tuple(picked))
+    heading = found[first].blocks[0].heading
+    sizes = [word_count(_capped(u)[0]) for u in found]
+    lo, hi, words = first, first + 1, sizes[first]
+
+    def fits(i: int) -> bool:  # within the cap, and not past a heading (another section)
+        return words + sizes[i] <= MAX_WORDS and found[i].blocks[0].heading == heading
+
+    while True:
+        if hi < len(found) and fits(hi):
+            words += sizes[hi]
+            hi += 1
+        elif lo > 0 and fits(lo - 1):
+            lo -= 1
+            words += sizes[lo]
+        else:
+            return Unit(tuple(b for u in found[lo:hi] for b in u.blocks))
 
 
 def best_quote(question: str, top: Evidence) -> tuple[str, tuple[int, int]] | None:
