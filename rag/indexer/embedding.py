@@ -15,7 +15,7 @@ import hashlib
 import importlib.util
 import os
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
@@ -257,17 +257,14 @@ def _require_torch_extra() -> None:
                           f"missing): {TORCH_EXTRA_INSTALL}")
 
 
-def make_embedder(settings: EmbeddingSettings, *, threads: int | None = None) -> Embedder:
-    """Build the configured backend; ConfigError with one clear line if it cannot be.
+def _torch(settings: EmbeddingSettings, model_dir: Path, name: str,
+           threads: int | None) -> Embedder:
+    _require_torch_extra()
+    return TorchEmbedder(model_dir, name, settings.batch_size)
 
-    ``threads`` sets onnxruntime's threads (default: all of up to two cores); query paths
-    pass ``embedding.query_threads``.
-    """
-    model_dir = resolve_model_dir(settings.model)
-    name = settings.model or DEFAULT_MODEL_NAME
-    if settings.backend == "torch":
-        _require_torch_extra()
-        return TorchEmbedder(model_dir, name, settings.batch_size)
+
+def _onnx(settings: EmbeddingSettings, model_dir: Path, name: str,
+          threads: int | None) -> Embedder:
     _require("onnxruntime", "pip install onnxruntime", settings.backend)
     _require("tokenizers", "pip install tokenizers", settings.backend)
     from rag.indexer import onnx_export
@@ -280,3 +277,24 @@ def make_embedder(settings: EmbeddingSettings, *, threads: int | None = None) ->
     )
     # int8 vectors differ slightly, so an index built with them records another model.
     return OnnxEmbedder(layout, session, f"{name}+int8" if int8 else name, settings.batch_size)
+
+
+# embedding.backend -> factory(settings, model folder, model name, onnxruntime threads).
+EMBEDDERS: dict[str, Callable[[EmbeddingSettings, Path, str, int | None], Embedder]] = {
+    "onnx": _onnx, "onnx-int8": _onnx, "torch": _torch,
+}
+
+
+def make_embedder(settings: EmbeddingSettings, *, threads: int | None = None) -> Embedder:
+    """Build the configured backend (EMBEDDERS); ConfigError with one clear line if it
+    cannot be.
+
+    ``threads`` sets onnxruntime's threads (default: all of up to two cores); query paths
+    pass ``embedding.query_threads``.
+    """
+    factory = EMBEDDERS.get(settings.backend)
+    if factory is None:
+        raise ConfigError(f"embedding.backend: unknown backend {settings.backend!r} "
+                          f"(choose {', '.join(EMBEDDERS)})")
+    return factory(settings, resolve_model_dir(settings.model),
+                   settings.model or DEFAULT_MODEL_NAME, threads)

@@ -13,6 +13,7 @@ rag.indexer.common, re-exported here for callers.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -60,12 +61,24 @@ def build_index(
     rebuild: bool = False,
     progress: Progress | None = None,
 ) -> IndexReport:
-    """Bring the index at index_root up to date with docs_root; returns what changed."""
-    if settings.store.kind == "postgres":  # one shared index in a database (rag/stores)
-        from rag.indexer.pg_writer import build_index as build_in_database
+    """Bring the configured store's index up to date with docs_root (WRITERS); returns
+    what changed. ``index_root`` is the folder store's."""
+    return WRITERS[settings.store.kind](docs_root, index_root, settings, embedder,
+                                        rebuild=rebuild, progress=progress)
 
-        return build_in_database(docs_root, settings, embedder, rebuild=rebuild,
-                                 progress=progress)
+
+def _build_in_database(docs_root: Path, index_root: Path, settings: Settings,
+                       embedder: Embedder, *, rebuild: bool = False,
+                       progress: Progress | None = None) -> IndexReport:
+    """One shared index in a database (rag/stores/postgres.py): its writer."""
+    from rag.indexer.pg_writer import build_index as build_in_database
+
+    return build_in_database(docs_root, settings, embedder, rebuild=rebuild, progress=progress)
+
+
+def _build_folder(docs_root: Path, index_root: Path, settings: Settings, embedder: Embedder,
+                  *, rebuild: bool = False, progress: Progress | None = None) -> IndexReport:
+    """The folder store's writer: a new version beside the old, switched in atomically."""
     started = time.perf_counter()
     if not docs_root.is_dir():
         raise IndexingError(f"docs folder {docs_root} does not exist or is not a folder")
@@ -89,6 +102,11 @@ def build_index(
     report.chunks_total = len(chunks)
     report.seconds = time.perf_counter() - started
     return report
+
+
+# store.kind -> its index writer, beside rag.stores.STORES (which opens what it wrote).
+WRITERS: dict[str, Callable[..., IndexReport]] = {"faiss": _build_folder,
+                                                  "postgres": _build_in_database}
 
 
 def _update_vectors(

@@ -8,7 +8,7 @@ interface below; a loaded folder index (``rag.stores.folder.IndexVersion``) does
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypeGuard
 
@@ -56,12 +56,22 @@ def is_stale(index: object) -> bool:
     return bool(callable(stale) and index.stale())  # type: ignore[attr-defined]
 
 
+def _folder(index_root: Path, settings: Settings) -> Any:
+    from rag.stores import folder
+
+    return folder.load(index_root)
+
+
+def _postgres(index_root: Path, settings: Settings) -> Any:
+    from rag.stores.postgres import PostgresIndex
+
+    return PostgresIndex.open(settings.store.dsn, settings)
+
+
+# store.kind -> opener(index folder, settings): the live version of that store.
+STORES: dict[str, Callable[[Path, Settings], Any]] = {"faiss": _folder, "postgres": _postgres}
+
+
 def open_index(index_root: Path, settings: Settings) -> Any:
     """The live version of the configured store (``index_root`` is the folder store's)."""
-    if settings.store.kind == "postgres":
-        from rag.stores.postgres import PostgresIndex
-
-        return PostgresIndex.open(settings.store.dsn, settings)
-    from rag.stores import folder as store
-
-    return store.load(index_root)
+    return STORES[settings.store.kind](index_root, settings)
