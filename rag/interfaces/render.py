@@ -13,9 +13,8 @@ from typing import TYPE_CHECKING
 
 from rag.core.terminal import one_line as safe
 from rag.core.text import content_words
-from rag.reader.fences import closes_fence
+from rag.reader.fences import ANY_FENCE, closes_fence
 from rag.reader.inline import outside_code
-from rag.reader.markup import ANY_FENCE
 
 if TYPE_CHECKING:
     from rich.console import Console

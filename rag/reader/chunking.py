@@ -65,6 +65,7 @@ from typing import Any
 import yaml
 
 from rag.core.records import Chunk
+from rag.reader.fences import FENCE_CLOSE, FENCE_OPEN
 from rag.reader.markup import display_lines, is_mdx, version_marker
 from rag.reader.sizing import Sizer, Span, Unit, heading_path, merge_small, trim
 from rag.reader.visibility import read_visibility
@@ -81,8 +82,6 @@ CHUNK_RULES = 11
 # blanks and closing `#`s are removed in code instead.
 _ATX = re.compile(r" {0,3}(#{1,6})(?:[ \t]+(.*))?")
 _ATTRIBUTES = re.compile(r"\{[ \t]*(?:[#.][^{}]*|/\*[^{}]*\*/[ \t]*)\}")  # {#id}, MDX {/*id*/}
-_FENCE_OPEN = re.compile(r" {0,3}(`{3,}|~{3,})(.*)")
-_FENCE_CLOSE = re.compile(r" {0,3}(`{3,}|~{3,})[ \t]*")
 _SETEXT = re.compile(r" {0,3}(?:=+|-+)[ \t]*")
 # List items, block quotes and HTML blocks: a `---` that follows them is a thematic break.
 _CONTAINER = re.compile(r" {0,3}(?:(?:[-+*]|\d{1,9}[.)])(?:[ \t]|$)|>|<[A-Za-z/!?])")
@@ -336,7 +335,7 @@ def _scan(lines: list[str], body: int) -> tuple[list[tuple[int, int, str]], list
         line = lines[i]
         if fence:
             fenced[i] = True
-            close = _FENCE_CLOSE.fullmatch(line)
+            close = FENCE_CLOSE.fullmatch(line)
             if close and close[1][0] == fence[0] and len(close[1]) >= len(fence):
                 fence = ""
             continue
@@ -345,7 +344,7 @@ def _scan(lines: list[str], body: int) -> tuple[list[tuple[int, int, str]], list
             para, blocked = None, False
             continue
         first = stripped[0]
-        if first in "`~" and (opening := _FENCE_OPEN.fullmatch(line)):
+        if first in "`~" and (opening := FENCE_OPEN.fullmatch(line)):
             if not (first == "`" and "`" in opening[2]):
                 fence, fenced[i], para = opening[1], True, None
                 continue

@@ -14,12 +14,18 @@ import html
 import re
 from collections.abc import Sequence
 
-_FENCE = re.compile(r" {0,3}(`{3,}|~{3,})")
+# The one fence rule. A fence opens with three or more backticks or tildes, up to three
+# spaces in, and its info string; it closes with a run of the same character at least as
+# long, and nothing after it but spaces (CommonMark). ANY_FENCE also finds a fence indented
+# further, as in a list item.
+FENCE_OPEN = re.compile(r" {0,3}(`{3,}|~{3,})(.*)")
+FENCE_CLOSE = re.compile(r" {0,3}(`{3,}|~{3,})[ \t]*")
+ANY_FENCE = re.compile(r"^\s*(`{3,}|~{3,})")
 
 
 def fence_run(line: str) -> str:
     """The backtick or tilde run of a fence line (up to three spaces in), or ""."""
-    match = _FENCE.match(line)
+    match = FENCE_OPEN.match(line)
     return match[1] if match else ""
 
 

@@ -57,6 +57,7 @@ import re
 from collections.abc import Sequence
 
 from rag.reader.fences import (
+    ANY_FENCE,
     closes_fence,
     fence_run,
     hidden_code_lines,
@@ -317,7 +318,6 @@ def is_mdx(path: str) -> bool:
 # --- a chunk that starts inside a code block --------------------------------------------------
 
 # A fence at any indent (inside a list item, tab or admonition); its run is group 1.
-ANY_FENCE = re.compile(r"^\s*(`{3,}|~{3,})")
 _WORD_TOKEN = re.compile(r"^[A-Za-z][a-z'’-]*[,.;:!?)]?$")
 # Markdown that never sits inside a code block: a list item, a table row, an image, a link.
 _MARKDOWN_LINE = re.compile(r"^\s*(?:[-*+]\s+\S|\d+[.)]\s+\S|\||!\[|\[[^\]]*\]\()")

@@ -16,6 +16,7 @@ from dataclasses import dataclass, replace
 
 from rag.reader.chunking import atx_heading
 from rag.reader.fences import (
+    ANY_FENCE,
     closes_fence,
     hidden_code_lines,
     is_include,
@@ -25,7 +26,6 @@ from rag.reader.fences import (
 )
 from rag.reader.inline import clean_inline, show_links, show_shortcodes, table_cells
 from rag.reader.markup import (
-    ANY_FENCE,
     CODE_SPAN,
     VERSION_SHORTCODE,
     code_continuation,
