@@ -18,7 +18,7 @@ from rag.retriever.retrieval import Retriever
 if TYPE_CHECKING:
     from rag.answer.abstention import AbstentionModel
     from rag.answer.scoring import PassageScorer
-    from rag.generator.backends import GenerationResult
+    from rag.generator.base import GenerationResult, Generator
     from rag.indexer.embedding import Embedder
     from rag.retriever.evidence import Selection
 
@@ -57,7 +57,7 @@ class Pipeline:
         self.retriever = retriever or open_retriever(index_root, settings)
         self.count = token_counter(settings.evidence.encoding)
         self.generator_name = generator or settings.generation.generator
-        self._generator: object | None = None
+        self._generator: Generator | None = None
         self._abstention: AbstentionModel | None = None
         self._scorer: PassageScorer | None = None
 
@@ -73,7 +73,7 @@ class Pipeline:
         if close is not None:
             close()
 
-    def generator(self) -> object:
+    def generator(self) -> Generator:
         """Built on first use, so retrieval-only work never starts a model."""
         if self._generator is None:
             from rag.generator.backends import make_generator
