@@ -1,8 +1,9 @@
 """Every eval set the repository can reach, for one generator, in one table.
 
-Runs `rag eval` on the dev set (FastAPI), `corpus/eval.jsonl`, Hugo and the sets in
-`evals/` (indexes built in `indexes/<name>` if missing, then reused), writes each report to
-`reports/sets/<generator or --label>/<set>.json` and prints one line per set plus the mean over sets.
+Runs `rag eval` on the dev set (FastAPI), `corpus/eval.jsonl`, Hugo, Flask, the notebooks
+and the sets in `evals/` (indexes built in `indexes/<name>` if missing, then reused), writes
+each report to `reports/sets/<generator or --label>/<set>.json` and prints one line per set
+plus the mean over sets.
 The blind sets are not here: `bash ../shared/evals/blind/run.sh GENERATOR` prints theirs.
 
     python scripts/eval_sets.py extractive
@@ -26,6 +27,8 @@ SETS: dict[str, tuple[Path, Path]] = {
     "fastapi": (SHARED / "evals" / "fastapi.jsonl", SHARED / "corpora" / "fastapi"),
     "corpus": (REPO / "corpus" / "eval.jsonl", REPO / "corpus"),
     "hugo": (REPO / "evals" / "hugo.jsonl", SHARED / "corpora" / "hugo"),
+    "flask": (REPO / "evals" / "flask.jsonl", SHARED / "corpora" / "flask"),
+    "notebooks": (REPO / "evals" / "notebooks.jsonl", SHARED / "corpora" / "notebooks"),
     **{name: (REPO / "evals" / f"{name}.jsonl", REPO / "evals" / "corpora" / name)
        for name in LOCAL},
 }
