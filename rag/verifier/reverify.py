@@ -182,14 +182,16 @@ def restricted_to(rel: str, chunks: Iterable[Any], manifest_groups: Iterable[str
     """
     from rag.indexer.indexing import visibility_for
     from rag.reader.chunking import parse_document
-    from rag.reader.formats import reader_for, visibility_of
+    from rag.reader.formats import reader_for, reader_of, visibility_of
     from rag.reader.visibility import NOBODY, UnclearVisibility, read_visibility
 
-    sets = [tuple(c.visibility) for c in chunks if c.source_path == rel and c.visibility]
+    own = [c for c in chunks if c.source_path == rel]
+    sets = [tuple(c.visibility) for c in own if c.visibility]
     sets.append(visibility_for(rel, list(manifest_groups), settings))
     if lines is not None:
         text = "\n".join(lines)
-        reader = reader_for(rel, text)
+        # Read as the indexer read it: the reader its chunks record, else by today's rule.
+        reader = next((reader_of(c) for c in own if c.format), None) or reader_for(rel, text)
         try:
             front = read_visibility(text, parse_document(text)) if reader.name == "markdown" \
                 else visibility_of(rel, lines, reader)
