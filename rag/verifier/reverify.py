@@ -53,16 +53,22 @@ def _cut(chunk: Chunk, start: int, end: int) -> str:
 
 
 def answer_json(answer: Answer, docs_root: Path | None) -> dict[str, Any]:
-    """`rag ask --json`: the Answer, each citation with the text it cites, the docs folder."""
+    """`rag ask --json`: the Answer, each citation with the text it cites (and, in a
+    notebook, its cell: rag.verifier.verification.cell_fields), the docs folder."""
+    from rag.verifier.verification import cell_fields
+
     data = answer.to_dict()
     by_label = {e.label: e.chunk for e in answer.evidence}
     cited = list(data["citations"])
     for key in ("statements", "unsupported"):
         for statement in data[key]:
             cited.extend(statement["citations"])
+    files: dict[str, list[str] | None] = {}
     for c in cited:
         chunk = by_label.get(c["label"])
         c["text"] = _cut(chunk, c["start_line"], c["end_line"]) if chunk else ""
+        if chunk is not None and docs_root is not None:
+            c.update(cell_fields(docs_root, chunk, c["start_line"], c["end_line"], files))
     data["docs_root"] = str(docs_root.resolve()) if docs_root else None
     return data
 
