@@ -4,6 +4,7 @@ exact, and restricted files kept from users outside their groups."""
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -104,3 +105,64 @@ def test_notebook_citations_name_the_cell_and_its_lines(mixed: Path, tmp_path: P
     answer = rag.ask(CASES[2][0], index=tmp_path / "index")
     shown = render_answer(answer, mixed)
     assert "demo.ipynb:37-37 [cell 3, line 3]" in shown
+
+
+def cell_source_line(notebook: Path, cell: int, line: int) -> str:
+    """Line ``line`` of cell ``cell`` (both from 1) as Jupyter shows the notebook."""
+    import warnings
+
+    import nbformat
+
+    with warnings.catch_warnings():  # the fixture's cells have no ids (nbformat < 4.5)
+        warnings.simplefilter("ignore")
+        cells = nbformat.read(notebook, as_version=4).cells
+    return str(cells[cell - 1].source.split("\n")[line - 1])
+
+
+def test_json_answers_carry_a_notebook_citations_cell(mixed: Path, tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from rag.interfaces.cli.main import app
+
+    index = str(tmp_path / "index")
+    assert CliRunner().invoke(app, ["index", str(mixed), "--index", index]).exit_code == 0
+
+    def ask(question: str) -> dict:
+        result = CliRunner().invoke(app, ["ask", question, "--index", index, "--json"])
+        assert result.exit_code == 0, result.stderr
+        return json.loads(result.stdout)
+
+    data = ask(CASES[2][0])
+    cited = data["citations"][0]
+    assert cited["source_path"] == "demo.ipynb" and cited["start_line"] == 37
+    assert (cited["cell"], cited["cell_lines"]) == (3, [3, 3]) and "end_cell" not in cited
+    # The cell and line name the notebook's own text, as Jupyter shows it.
+    assert cell_source_line(mixed / "demo.ipynb", 3, 3) == cited["text"]
+    assert data["statements"][0]["citations"][0]["cell"] == 3
+    other = ask(CASES[0][0])["citations"][0]
+    assert other["source_path"] == "guide.rst" and not {"cell", "cell_lines"} & set(other)
+    (tmp_path / "answer.json").write_text(json.dumps(data), encoding="utf-8")
+    checked = CliRunner().invoke(app, ["verify", str(tmp_path / "answer.json"), "--docs",
+                                       str(mixed), "--index", index])
+    assert checked.exit_code == 0 and "exact" in checked.stdout
+
+
+def test_http_answers_carry_a_notebook_citations_cell(mixed: Path, tmp_path: Path) -> None:
+    from fastapi.testclient import TestClient
+
+    from rag.indexer.indexing import build_index
+    from rag.interfaces.http.server import create_app
+
+    settings, embedder = rag.settings(), FakeEmbedder()
+    build_index(mixed, tmp_path / "index", settings, embedder)
+    app = create_app(index=tmp_path / "index", settings=settings, docs=mixed,
+                     generator="extractive", embedder=embedder)
+    with TestClient(app, base_url="http://127.0.0.1:8000") as client:
+        notebook = client.post("/ask", json={"question": CASES[2][0]}).json()["citations"][0]
+        other = client.post("/ask", json={"question": CASES[0][0]}).json()["citations"][0]
+        schema = client.get("/openapi.json").json()["components"]["schemas"]["CitationOut"]
+    assert notebook["source_path"] == "demo.ipynb"
+    assert (notebook["cell"], notebook["cell_lines"], notebook["end_cell"]) == (3, [3, 3], None)
+    assert cell_source_line(mixed / "demo.ipynb", 3, 3) == notebook["lines"][0]["text"]
+    assert other["source_path"] == "guide.rst" and other["cell"] is other["cell_lines"] is None
+    assert {"cell", "cell_lines", "end_cell"} <= set(schema["properties"])

@@ -174,3 +174,23 @@ def test_read_lines_answers_aliases_and_fifos_as_missing_files(docs: Path, tmp_p
     got = session(params(docs, tmp_path / "cache"), body)
     for name, result in got.items():
         assert result.is_error and "no source" in error(result), name
+
+
+def test_a_notebook_citation_names_its_cell(tmp_path: Path):
+    import shutil
+
+    docs = tmp_path / "docs"
+    shutil.copytree(REPO / "tests" / "fixtures" / "formats", docs)
+
+    async def body(client: Client) -> list[dict[str, Any]]:
+        return [data(await client.call_tool("ask_docs", {"question": question}))
+                for question in ("How do I drop the rows without answers before counting?",
+                                 "Which port does the server listen on by default?")]
+
+    notebook, other = session(params(docs, tmp_path / "cache"), body)
+    cited = notebook["citations"][0]
+    assert cited["source_path"] == "demo.ipynb"
+    assert (cited["cell"], cited["cell_lines"]) == (3, [3, 3])
+    assert "dropna" in cited["text"]
+    assert other["citations"][0]["source_path"] == "guide.rst"
+    assert "cell" not in other["citations"][0]

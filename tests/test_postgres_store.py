@@ -361,3 +361,34 @@ def test_visible_counts_stay_bounded_over_many_group_sets(docs, pg_dsn, embedder
     assert frozenset({"staff"}) not in index._counts  # the oldest sets went first
     assert index.visible_count(frozenset({"staff"})) == staff  # and are counted again
     assert index.visible_count(frozenset()) == public
+
+
+def test_chunks_keep_their_reader_and_a_database_from_before_still_answers(docs, pg_dsn,
+                                                                           embedder):
+    """Each chunk's reader is stored; a database written before that column existed still
+    answers (its chunks read by the old rule), and the next `rag index` adds the column and
+    records the readers without calling any file changed."""
+    from rag.pipeline import Pipeline
+
+    (docs / "options.txt").write_text("Kiln options\n============\n\nglaze\n    The glaze "
+                                      "fires at 1240 degrees.\n", encoding="utf-8")
+    (docs / "conf.py").write_text("source_suffix = ['.rst', '.txt']\n", encoding="utf-8")
+    settings = pg_settings(pg_dsn)
+    first = build_index(docs, UNUSED, settings, embedder)
+    assert run_sql(pg_dsn, "SELECT DISTINCT format FROM rag_chunks "
+                           "WHERE source_path = 'options.txt'") == [("rst",)]
+    hits = open_retriever(UNUSED, settings, embedder).search("kiln glaze degrees", k=3)
+    assert hits[0].chunk.source_path == "options.txt" and hits[0].chunk.format == "rst"
+
+    run_sql(pg_dsn, "ALTER TABLE rag_chunks DROP COLUMN format")
+    retriever = open_retriever(UNUSED, settings, embedder)
+    with Pipeline(UNUSED, settings, generator="extractive", retriever=retriever) as pipeline:
+        answer = pipeline.ask(QUERIES[0])
+    assert "8080" in answer.answer and answer.citations
+    assert {e.chunk.format for e in answer.evidence} == {None}
+
+    again = build_index(docs, UNUSED, settings, embedder)
+    assert not again.changed and sorted(again.unchanged) == sorted(first.added)
+    assert run_sql(pg_dsn, "SELECT DISTINCT format FROM rag_chunks c JOIN rag_versions v "
+                           "ON v.id = c.version_id WHERE v.is_current "
+                           "AND source_path = 'options.txt'") == [("rst",)]

@@ -26,11 +26,15 @@ class Chunk:
     # line[start_col:end_col], in code points. None for chunks of whole lines.
     start_col: int | None = None
     end_col: int | None = None
+    # The reader the indexer read its file with ("markdown", "rst", "notebook", "html",
+    # "text"), so answering reads the chunk the same way; None in an index from before it
+    # was recorded (then rag.reader.formats.reader_for decides, as it did).
+    format: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data["visibility"] = list(self.visibility)
-        for key in ("start_col", "end_col"):  # written only where they mean something
+        for key in ("start_col", "end_col", "format"):  # written only where they mean something
             if data[key] is None:
                 del data[key]
         return data
@@ -48,6 +52,7 @@ class Chunk:
             visibility=tuple(data.get("visibility") or ()),
             start_col=_optional_int(data.get("start_col")),
             end_col=_optional_int(data.get("end_col")),
+            format=data.get("format"),
         )
 
 

@@ -249,7 +249,11 @@ def _chunk_files(
         report.formats[reader.name] = report.formats.get(reader.name, 0) + 1
         report.warnings.extend(f"{rel}: {why}" for why in visibility_warnings(text, parsed))
         links = aliases.get(rel, [])
-        if prior is not None and prior.content_hash == digest and same_rules:
+        same_bytes = prior is not None and prior.content_hash == digest and same_rules
+        kept = [old_chunks[cid] for cid in prior.chunk_ids] if same_bytes and prior else []
+        # Unchanged bytes read by another reader than before (a Sphinx conf.py came or went,
+        # or an index from before chunks recorded their reader) are chunked again.
+        if same_bytes and prior and all(c.format == reader.name for c in kept):
             visibility = _visibility_of_links(rel, links, front, settings)
             if visibility is None:
                 report.warnings.append(_conflict(rel, links))
@@ -257,7 +261,6 @@ def _chunk_files(
                 continue
             if not prior.chunk_ids:
                 no_chunks[no_chunks_reason(parsed, rel)] += 1
-            kept = [old_chunks[cid] for cid in prior.chunk_ids]
             chunks.extend(replace(c, visibility=visibility) for c in kept)
             entries[rel] = replace(prior, visibility=front)
             report.unchanged.append(rel)
@@ -283,7 +286,11 @@ def _chunk_files(
             no_chunks[no_chunks_reason(parsed, rel)] += 1
         chunks.extend(new)
         entries[rel] = store.FileEntry(source_id_for(rel), digest, [c.chunk_id for c in new], front)
-        (report.changed if prior is not None else report.added).append(rel)
+        if same_bytes and all(c.format is None for c in kept) \
+                and [_place(c) for c in new] == [_place(c) for c in kept]:
+            report.unchanged.append(rel)  # its reader recorded now: the same chunks
+        else:
+            (report.changed if prior is not None else report.added).append(rel)
     report.no_chunks = dict(no_chunks)
     report.removed = sorted(set(old_files) - set(entries))
     by_hash = {old_files[p].content_hash: p for p in report.removed}
@@ -301,6 +308,10 @@ def _read_head(text: str, rel: str, reader: Reader) -> tuple[ParsedDoc, list[str
         return parsed, list(read_visibility(text, parsed))
     lines = reader.lines(text)
     return parse_document("\n".join(lines)), list(visibility_of(rel, lines, reader))
+
+
+def _place(chunk: Chunk) -> tuple[str, int, int, int | None, int | None]:
+    return chunk.chunk_id, chunk.start_line, chunk.end_line, chunk.start_col, chunk.end_col
 
 
 def _conflict(rel: str, links: Sequence[str]) -> str:

@@ -1,7 +1,8 @@
 """Indexer: docs folder -> chunks -> vectors, re-doing only what changed.
 
 A file whose bytes are unchanged is neither re-chunked nor re-embedded (unless the chunking
-rules changed since the index was built: ``chunking.CHUNK_RULES``). A chunk whose embedded
+rules changed since the index was built, ``chunking.CHUNK_RULES``, or another reader reads
+it now than the one its chunks record, ``Chunk.format``). A chunk whose embedded
 text is unchanged keeps its vector even when its lines moved or its file was renamed, because
 vectors are looked up by the hash of the text that was embedded.
 

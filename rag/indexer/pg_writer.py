@@ -155,10 +155,10 @@ def _load_current(conn: Any) -> _Old | None:
         return None
     records = conn.execute(
         "SELECT chunk_id, source_id, source_path, text, start_line, end_line, heading, "
-        "visibility, start_col, end_col FROM rag_chunks WHERE version_id = %s ORDER BY pos",
-        (row[0],)).fetchall()
-    chunks = [Chunk(r[0], r[1], r[2], r[3], r[4], r[5], r[6], tuple(r[7] or ()), r[8], r[9])
-              for r in records]
+        "visibility, start_col, end_col, format FROM rag_chunks WHERE version_id = %s "
+        "ORDER BY pos", (row[0],)).fetchall()
+    chunks = [Chunk(r[0], r[1], r[2], r[3], r[4], r[5], r[6], tuple(r[7] or ()), r[8], r[9],
+                    r[10]) for r in records]
     files = conn.execute(
         "SELECT path, source_id, content_hash, chunk_ids, front_matter FROM rag_files "
         "WHERE version_id = %s", (row[0],)).fetchall()
@@ -213,11 +213,11 @@ def _write_version(conn: Any, manifest: Manifest, chunks: list[Chunk], hashes: l
     cur = conn.cursor()
     with cur.copy("COPY rag_chunks (version_id, pos, chunk_id, source_id, source_path, "
                   "start_line, end_line, heading, text, content_hash, length, visibility, "
-                  "start_col, end_col) FROM STDIN") as copy:
+                  "start_col, end_col, format) FROM STDIN") as copy:
         for pos, (c, h, n) in enumerate(zip(chunks, hashes, lengths)):
             copy.write_row((version_id, pos, c.chunk_id, c.source_id, c.source_path,
                             c.start_line, c.end_line, c.heading, c.text, h, n,
-                            list(c.visibility), c.start_col, c.end_col))
+                            list(c.visibility), c.start_col, c.end_col, c.format))
     unique = list(words)
     if rebuild:  # the tokenizer may have changed: count every text's words again
         conn.execute("DELETE FROM rag_terms WHERE content_hash = ANY(%s)", (unique,))

@@ -93,14 +93,15 @@ class DocsTools:
         with self.lock:
             answer = self.pipeline.ask(question, groups=self.groups)
         data = answer_json(answer, self.docs)
-        keep = ("label", "source_path", "start_line", "end_line", "heading", "text")
+        keep = ("label", "source_path", "start_line", "end_line", "heading", "text", "cell",
+                "cell_lines", "end_cell")  # the last three for a notebook only
         return {
             "answer": data["answer"],
             "insufficient_evidence": data["insufficient_evidence"],
             "extractive_fallback": data["extractive_fallback"],
             "statements": [{"text": s["text"], "citations": [c["label"] for c in s["citations"]]}
                            for s in data["statements"]],
-            "citations": [{k: c[k] for k in keep} for c in data["citations"]],
+            "citations": [{k: c[k] for k in keep if k in c} for c in data["citations"]],
             "closest_evidence": [
                 {"source_path": e.chunk.source_path, "start_line": e.chunk.start_line,
                  "end_line": e.chunk.end_line, "heading": e.chunk.heading}

@@ -130,7 +130,7 @@ def answer_lines(answer: Answer, docs_root: Path | None = None) -> list[Line]:
             lines.append([(f"        ({safe(note)})", "dim")])
             continue
         place = place_in_file(c.source_path, cache.get(c.source_path) or [], c.start_line,
-                              c.end_line)
+                              c.end_line, by_label[c.label].chunk.format)
         if place:  # a notebook: the cell and its lines, as the notebook shows them
             lines[-1].insert(2, (f" [{place}]", "green"))
         supported = [s.text for s in answer.statements if any(

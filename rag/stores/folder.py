@@ -122,7 +122,7 @@ _CHUNK_FIELDS: _Fields = {
     "chunk_id": ((str,), True), "source_id": ((str,), True), "source_path": ((str,), True),
     "text": ((str,), True), "start_line": ((int,), True), "end_line": ((int,), True),
     "heading": ((str, type(None)), False), "visibility": ((list,), False),
-    "start_col": ((int,), False), "end_col": ((int,), False),
+    "start_col": ((int,), False), "end_col": ((int,), False), "format": ((str,), False),
 }
 _HEX = frozenset("0123456789abcdef")
 

@@ -6,7 +6,8 @@
 * ``rag_files``: the manifest's files (path, content hash, chunk ids) per version, with the
   groups that may see each path.
 * ``rag_chunks``: the chunks of every kept version (``pos`` is the row number within its
-  version), with visibility groups as ``text[]``.
+  version), with visibility groups as ``text[]`` and the reader that indexed each
+  (``format``, NULL in versions written before it was recorded).
 * ``rag_vectors``: one vector per distinct embedded text (sha256), HNSW cosine index
   (built with index.hnsw_m and index.hnsw_ef_construction: pgvector's defaults, 16 and 64,
   missed the three nearest chunks of a dev-set question at ef_search 256; 32 and 200 did not).
@@ -78,12 +79,14 @@ CREATE TABLE IF NOT EXISTS rag_chunks (
     visibility text[] NOT NULL DEFAULT '{{}}',
     start_col integer,
     end_col integer,
+    format text,
     PRIMARY KEY (version_id, pos)
 );
--- A piece of one long line is text[start_col:end_col] of that line (databases made before
--- these columns get them here; their old versions have none until the next `rag index`).
+-- A piece of one long line is text[start_col:end_col] of that line, and format the reader
+-- that indexed the chunk (databases made before these columns get them here; their old
+-- versions have none until the next `rag index`).
 ALTER TABLE rag_chunks ADD COLUMN IF NOT EXISTS start_col integer,
-    ADD COLUMN IF NOT EXISTS end_col integer;
+    ADD COLUMN IF NOT EXISTS end_col integer, ADD COLUMN IF NOT EXISTS format text;
 CREATE INDEX IF NOT EXISTS rag_chunks_hash ON rag_chunks (content_hash, version_id);
 -- Document frequencies over every chunk, restricted ones included, from before BM25's
 -- statistics were computed per asker: gone, so no reader can count restricted words.

@@ -32,7 +32,10 @@ STALE_CHECK_S = 1.0  # how often a server asks which version is current
 COUNT_CACHE = 128  # group sets whose visible counts are kept (as rag.retriever.retrieval.FILTER_CACHE)
 K1, B = 1.5, 0.75  # bm25s defaults (Lucene BM25), so scores equal the folder store's
 CHUNK_COLUMNS = ("c.pos, c.chunk_id, c.source_id, c.source_path, c.text, c.start_line, "
-                 "c.end_line, c.heading, c.visibility, c.start_col, c.end_col")
+                 "c.end_line, c.heading, c.visibility, c.start_col, c.end_col, c.format")
+# A database no `rag index` has written since chunks recorded their reader has no format
+# column: its chunks read as having none (rag.reader.formats.reader_for decides).
+OLD_CHUNK_COLUMNS = CHUNK_COLUMNS.replace("c.format", "NULL::text")
 VISIBLE = "(c.visibility = '{}' OR c.visibility && %(groups)s::text[])"
 # Rank on narrow rows first, then read the k chunks' columns (text included) once.
 WITH_CHUNK = "JOIN rag_chunks c ON c.version_id = %(v)s AND c.pos = top.pos"
@@ -66,7 +69,8 @@ class Rows(Sequence[Chunk]):
             self._seen[row] = Chunk(
                 chunk_id=record[1], source_id=record[2], source_path=record[3], text=record[4],
                 start_line=int(record[5]), end_line=int(record[6]), heading=record[7],
-                visibility=tuple(record[8] or ()), start_col=record[9], end_col=record[10])
+                visibility=tuple(record[8] or ()), start_col=record[9], end_col=record[10],
+                format=record[11])
         return row
 
 
@@ -74,7 +78,8 @@ class PostgresIndex:
     """One version of the shared index (implements rag.stores.SearchableIndex)."""
 
     def __init__(self, connections: Pool, version_id: int, name: str, manifest: Manifest,
-                 count: int, ef_search: int, exact: bool) -> None:
+                 count: int, ef_search: int, exact: bool,
+                 columns: str = CHUNK_COLUMNS) -> None:
         self.pool = connections
         self.version_id = version_id
         self.name = name
@@ -83,6 +88,7 @@ class PostgresIndex:
         self.chunks = Rows(count)
         self.ef_search = ef_search
         self.exact = exact  # index.kind "flat": exact search, like the folder store's
+        self.columns = columns  # what a search reads of each chunk it returns
         # LRU: every distinct group set a token or proxy sends would otherwise stay for good.
         self._counts: OrderedDict[frozenset[str], tuple[int, float]] = OrderedDict()
         self._checked = time.monotonic()
@@ -96,6 +102,7 @@ class PostgresIndex:
             row = conn.execute(
                 "SELECT id, name, manifest - 'files', chunks FROM rag_versions "
                 "WHERE is_current").fetchone() if _has_tables(conn) else None
+            columns = CHUNK_COLUMNS if row is None or _has_format(conn) else OLD_CHUNK_COLUMNS
             conn.commit()
         if row is None:
             raise IndexingError(
@@ -103,7 +110,7 @@ class PostgresIndex:
                 "RAG_STORE__KIND=postgres")
         manifest = Manifest.from_dict(row[2])
         return cls(connections, int(row[0]), str(row[1]), manifest, int(row[3]),
-                   settings.index.hnsw_ef_search, settings.index.kind == "flat")
+                   settings.index.hnsw_ef_search, settings.index.kind == "flat", columns)
 
     def _run(self, sql: str, params: dict[str, Any], groups: frozenset[str],
              exact: bool = False) -> list[tuple[Any, ...]]:
@@ -161,7 +168,7 @@ class PostgresIndex:
             "top AS (SELECT c.pos, near.dist FROM near JOIN rag_chunks c "
             "ON c.content_hash = near.content_hash AND c.version_id = %(v)s "
             f"WHERE {VISIBLE} ORDER BY near.dist, c.pos LIMIT %(k)s) "
-            f"SELECT {CHUNK_COLUMNS}, 1 - top.dist FROM top {WITH_CHUNK} ORDER BY top.dist, c.pos",
+            f"SELECT {self.columns}, 1 - top.dist FROM top {WITH_CHUNK} ORDER BY top.dist, c.pos",
             {"q": vector, "pool": pool_size, "k": k}, groups)
         if self.exact or len(rows) < min(k, self.visible_count(groups)):
             # Exact search (or visible chunks were rare among the nearest vectors).
@@ -169,7 +176,7 @@ class PostgresIndex:
                 "WITH top AS (SELECT c.pos, e.embedding <=> %(q)s AS dist "
                 "FROM rag_chunks c JOIN rag_vectors e ON e.content_hash = c.content_hash "
                 f"WHERE c.version_id = %(v)s AND {VISIBLE} ORDER BY dist, c.pos LIMIT %(k)s) "
-                f"SELECT {CHUNK_COLUMNS}, 1 - top.dist FROM top {WITH_CHUNK} "
+                f"SELECT {self.columns}, 1 - top.dist FROM top {WITH_CHUNK} "
                 "ORDER BY top.dist, c.pos",
                 {"q": vector, "k": k}, groups, exact=True)
         return self._ranked(rows)
@@ -196,7 +203,7 @@ class PostgresIndex:
             f"/ (df + 0.5::float8)) * tf / (tf + {K1}::float8 * (1 - {B}::float8 + "
             f"{B}::float8 * length / %(mean)s::float8)) ORDER BY term) AS score "
             "FROM hits GROUP BY pos ORDER BY score DESC, pos LIMIT %(k)s) "
-            f"SELECT {CHUNK_COLUMNS}, top.score FROM top {WITH_CHUNK} "
+            f"SELECT {self.columns}, top.score FROM top {WITH_CHUNK} "
             "ORDER BY top.score DESC, c.pos",
             {"terms": list(counts), "n": list(counts.values()), "k": k, "chunks": visible,
              "mean": mean_length}, groups)
@@ -222,4 +229,11 @@ class PostgresIndex:
 
 def _has_tables(conn: Any) -> bool:
     row = conn.execute("SELECT to_regclass('rag_versions') IS NOT NULL").fetchone()
+    return bool(row and row[0])
+
+
+def _has_format(conn: Any) -> bool:
+    row = conn.execute("SELECT EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = "
+                       "'rag_chunks'::regclass AND attname = 'format' AND NOT attisdropped)"
+                       ).fetchone()
     return bool(row and row[0])

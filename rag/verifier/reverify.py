@@ -53,16 +53,22 @@ def _cut(chunk: Chunk, start: int, end: int) -> str:
 
 
 def answer_json(answer: Answer, docs_root: Path | None) -> dict[str, Any]:
-    """`rag ask --json`: the Answer, each citation with the text it cites, the docs folder."""
+    """`rag ask --json`: the Answer, each citation with the text it cites (and, in a
+    notebook, its cell: rag.verifier.verification.cell_fields), the docs folder."""
+    from rag.verifier.verification import cell_fields
+
     data = answer.to_dict()
     by_label = {e.label: e.chunk for e in answer.evidence}
     cited = list(data["citations"])
     for key in ("statements", "unsupported"):
         for statement in data[key]:
             cited.extend(statement["citations"])
+    files: dict[str, list[str] | None] = {}
     for c in cited:
         chunk = by_label.get(c["label"])
         c["text"] = _cut(chunk, c["start_line"], c["end_line"]) if chunk else ""
+        if chunk is not None and docs_root is not None:
+            c.update(cell_fields(docs_root, chunk, c["start_line"], c["end_line"], files))
     data["docs_root"] = str(docs_root.resolve()) if docs_root else None
     return data
 
@@ -182,14 +188,16 @@ def restricted_to(rel: str, chunks: Iterable[Any], manifest_groups: Iterable[str
     """
     from rag.indexer.indexing import visibility_for
     from rag.reader.chunking import parse_document
-    from rag.reader.formats import reader_for, visibility_of
+    from rag.reader.formats import reader_for, reader_of, visibility_of
     from rag.reader.visibility import NOBODY, UnclearVisibility, read_visibility
 
-    sets = [tuple(c.visibility) for c in chunks if c.source_path == rel and c.visibility]
+    own = [c for c in chunks if c.source_path == rel]
+    sets = [tuple(c.visibility) for c in own if c.visibility]
     sets.append(visibility_for(rel, list(manifest_groups), settings))
     if lines is not None:
         text = "\n".join(lines)
-        reader = reader_for(rel, text)
+        # Read as the indexer read it: the reader its chunks record, else by today's rule.
+        reader = next((reader_of(c) for c in own if c.format), None) or reader_for(rel, text)
         try:
             front = read_visibility(text, parse_document(text)) if reader.name == "markdown" \
                 else visibility_of(rel, lines, reader)

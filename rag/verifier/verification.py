@@ -13,6 +13,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 from rag.core.errors import CitationError
 from rag.core.records import Chunk, Citation, Evidence, Statement
@@ -360,6 +361,24 @@ def quote_lines(
     if start < 1 or end > len(lines) or span_text(lines, start, end, *cols) != expected:
         return [], f"{source_path} has changed since it was indexed; re-index to see the lines"
     return list(enumerate(expected.split("\n"), start=start)), None
+
+
+def cell_fields(docs_root: Path, chunk: Chunk, start: int, end: int,
+                cache: dict[str, list[str] | None]) -> dict[str, Any]:
+    """For JSON: where cited lines of a notebook sit as the notebook shows them, ``cell``
+    and ``cell_lines`` (and ``end_cell``: rag.reader.formats.cell_place), once the file is
+    found to still hold them (see :func:`quote_lines`); {} for a chunk of any other file."""
+    from rag.reader.formats import cell_place, reader_of
+
+    if reader_of(chunk).name != "notebook":
+        return {}
+    _, note = quote_lines(docs_root, chunk.source_path, start, end,
+                          cited_text(chunk, start, end), cache,
+                          cols=(chunk.start_col, chunk.end_col))
+    lines = cache.get(chunk.source_path)
+    if note is not None or not lines:
+        return {}
+    return cell_place(chunk.source_path, lines, start, end, chunk.format) or {}
 
 
 def overlap_supported(text: str, cited: Sequence[Evidence], *, threshold: float) -> bool:

@@ -8,7 +8,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from rag.core.records import Answer
-from rag.verifier.verification import cited_text, quote_lines
+from rag.verifier.verification import cell_fields, cited_text, quote_lines
 
 Mode = Literal["dense", "lexical", "hybrid"]
 # Something besides whitespace, as Python's str.strip() sees it (\x1c-\x1f included), so
@@ -66,6 +66,13 @@ class CitationOut(BaseModel):
     heading: str | None
     lines: list[Line] = Field(description="The cited lines as the docs file has them now.")
     lines_note: str | None = Field(None, description="Why `lines` is empty, if it is.")
+    cell: int | None = Field(None, description="In a notebook: the cell (from 1) the cited "
+                             "lines start in; null for other files.")
+    cell_lines: list[int] | None = Field(None, description="In a notebook: the first and last "
+                                         "cited line, counted within their cell.")
+    end_cell: int | None = Field(None, description="In a notebook, when the cited lines run "
+                                 "on into a later cell: that cell (the last number of "
+                                 "`cell_lines` counts in it).")
 
 
 class StatementOut(BaseModel):
@@ -191,8 +198,9 @@ def answer_payload(answer: Answer, docs: Path, version: str) -> dict[str, Any]:
         expected = cited_text(chunk, start, end) if chunk is not None else ""
         lines, note = quote_lines(docs, citation["source_path"], start, end, expected, files,
                                   cols=(chunk.start_col, chunk.end_col) if chunk else (None, None))
+        cell = cell_fields(docs, chunk, start, end, files) if chunk is not None else {}
         return {**citation, "lines": [{"number": n, "text": t} for n, t in lines],
-                "lines_note": note}
+                "lines_note": note, **cell}
 
     data["citations"] = [with_lines(c) for c in data["citations"]]
     for key in ("statements", "unsupported"):

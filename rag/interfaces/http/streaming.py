@@ -31,7 +31,7 @@ from rag.core import errors
 from rag.core.records import Evidence, SearchHit, Statement
 from rag.interfaces.http.api import AnswerOut, EvidenceOut, HitOut, StatementOut, answer_payload
 from rag.pipeline import Pipeline
-from rag.verifier.verification import cited_text, quote_lines
+from rag.verifier.verification import cell_fields, cited_text, quote_lines
 
 log = logging.getLogger("rag.server")
 MEDIA_TYPE = "text/event-stream"
@@ -94,6 +94,8 @@ def statement_payload(statement: Statement, evidence: Sequence[Evidence], docs: 
         lines, note = quote_lines(docs, citation["source_path"], start, end, expected, files,
                                   cols=(chunk.start_col, chunk.end_col) if chunk else (None, None))
         citation.update(lines=[{"number": n, "text": t} for n, t in lines], lines_note=note)
+        if chunk is not None:
+            citation.update(cell_fields(docs, chunk, start, end, files))
     return data
 
 

@@ -11,14 +11,17 @@ that picks one for each file.
 
 Which files are read at all is ``docs.extensions``. Whatever the format, a chunk's text is
 its lines as the reader numbers them (:mod:`rag.reader.formats.base`), so citations are
-checked against the file the same way for all of them.
+checked against the file the same way for all of them. The format is decided once, when a
+file is indexed: each chunk records its reader's name (``Chunk.format``), and quoting,
+searching and rendering read the chunk with that reader (:func:`reader_of`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePosixPath
+from typing import Any
 
 from rag.core.records import Chunk
 from rag.reader.chunking import chunk_document, parse_document
@@ -27,8 +30,9 @@ from rag.reader.formats.sections import chunk_blocks, passage_blocks, shown_text
 from rag.reader.passages import Block, read_blocks
 from rag.reader.visibility import read_visibility
 
-__all__ = ["FileBlock", "Formats", "Reader", "UnreadableFile", "chunk_file", "file_lines",
-           "folder_formats", "place_in_file", "quote_blocks", "reader_for", "search_text", "visibility_of"]
+__all__ = ["FileBlock", "Formats", "Reader", "UnreadableFile", "cell_place", "chunk_file",
+           "file_lines", "folder_formats", "place_in_file", "quote_blocks", "reader_for",
+           "reader_of", "search_text", "visibility_of"]
 
 
 class MarkdownReader(Reader):
@@ -110,12 +114,21 @@ def folder_formats(root: Path) -> Formats:
 
 
 def reader_for(rel: str, text: str | None = None) -> Reader:
-    """The reader for a file when its folder's rules are not at hand (answering from an
-    index): by suffix, a ``.txt`` read as reStructuredText when ``text`` uses its markup."""
+    """The reader for a file when neither its folder's rules nor a recorded reader are at
+    hand (an index from before chunks recorded theirs): by suffix, a ``.txt`` read as
+    reStructuredText when ``text`` uses its markup."""
     name = BY_SUFFIX.get(_suffix(rel), "markdown")
     if name == "text" and text is not None and _looks_like_rst(text):
         name = "rst"
     return reader_named(name)
+
+
+def reader_of(chunk: Chunk) -> Reader:
+    """The reader that indexed a chunk (its recorded ``format``), so that answering reads
+    it as indexing did; for a chunk without one, :func:`reader_for` decides."""
+    if chunk.format in REGISTRY:
+        return reader_named(chunk.format)
+    return reader_for(chunk.source_path, chunk.text)
 
 
 def _looks_like_rst(text: str) -> bool:
@@ -136,36 +149,59 @@ def file_lines(text: str, rel: str) -> list[str]:
     return parse_document(text).lines
 
 
-def place_in_file(rel: str, lines: list[str], start: int, end: int) -> str | None:
-    """Where cited lines sit in the document as its author sees it, when the file's own
-    line numbers do not say: in a notebook, ``cell 3, lines 2-4``; None otherwise."""
-    if reader_for(rel).name != "notebook":
+def cell_place(rel: str, lines: list[str], start: int, end: int,
+               fmt: str | None = None) -> dict[str, Any] | None:
+    """Where cited lines ``start``-``end`` of a notebook (``lines`` as its reader reads it;
+    ``fmt``, the recorded reader, else the suffix decides) sit as its author sees them:
+    ``{"cell": 3, "cell_lines": [2, 4]}``, with ``"end_cell": 4`` when they run on into a
+    later cell (the second number then counts in that cell). None for other files and for
+    lines in no cell."""
+    if (fmt if fmt in REGISTRY else BY_SUFFIX.get(_suffix(rel))) != "notebook":
         return None
     from rag.reader.formats.notebook import cell_of
 
-    first, last = cell_of(lines, start), cell_of(lines, end)
+    first = cell_of(lines, start)
     if first is None:
         return None
-    if last is None or last[0] != first[0]:
-        return f"cell {first[0]}, from line {first[1]}"
-    span = f"line {first[1]}" if first[1] == last[1] else f"lines {first[1]}-{last[1]}"
-    return f"cell {first[0]}, {span}"
+    # The last cited line in a cell (a range may end on the next cell's own JSON lines).
+    last = next((p for n in range(end, start, -1) if (p := cell_of(lines, n))), first)
+    place: dict[str, Any] = {"cell": first[0], "cell_lines": [first[1], last[1]]}
+    if last[0] != first[0]:
+        place["end_cell"] = last[0]
+    return place
+
+
+def place_in_file(rel: str, lines: list[str], start: int, end: int,
+                  fmt: str | None = None) -> str | None:
+    """:func:`cell_place` in words: ``cell 3, lines 2-4``; None for other files."""
+    place = cell_place(rel, lines, start, end, fmt)
+    if place is None:
+        return None
+    first, last = place["cell_lines"]
+    if "end_cell" in place:
+        return f"cell {place['cell']}, from line {first}"
+    span = f"line {first}" if first == last else f"lines {first}-{last}"
+    return f"cell {place['cell']}, {span}"
 
 
 def chunk_file(
     text: str, rel: str, reader: Reader, *, max_tokens: int, min_tokens: int,
     count_tokens: Callable[[str], int], visibility: tuple[str, ...],
 ) -> list[Chunk]:
-    """The Chunks of one file read by ``reader`` (UnreadableFile when it cannot be read)."""
+    """The Chunks of one file read by ``reader``, each recording its name (UnreadableFile
+    when the file cannot be read)."""
     sizes = {"max_tokens": max_tokens, "min_tokens": min_tokens, "count_tokens": count_tokens,
              "visibility": visibility}
     if reader.name == "markdown":
-        return chunk_document(text, rel, **sizes)  # type: ignore[arg-type]
+        chunks = chunk_document(text, rel, **sizes)  # type: ignore[arg-type]
+        return [replace(c, format=reader.name) for c in chunks]
     try:
         lines = reader.lines(text)
         if reader.markdown:
-            return chunk_document("\n".join(lines), rel, **sizes)  # type: ignore[arg-type]
-        return chunk_blocks(lines, reader.blocks(lines, rel), rel, **sizes)  # type: ignore[arg-type]
+            chunks = chunk_document("\n".join(lines), rel, **sizes)  # type: ignore[arg-type]
+        else:
+            chunks = chunk_blocks(lines, reader.blocks(lines, rel), rel, **sizes)  # type: ignore[arg-type]
+        return [replace(c, format=reader.name) for c in chunks]
     except UnreadableFile:
         raise
     except Exception as exc:  # a parser's own failure on one file must not stop the folder
@@ -194,8 +230,8 @@ def visibility_of(rel: str, lines: list[str], reader: Reader) -> tuple[str, ...]
 
 
 def quote_blocks(chunk: Chunk) -> list[Block]:
-    """The quotable blocks of a chunk (lines 0-based in the chunk), whatever its format."""
-    reader = reader_for(chunk.source_path, chunk.text)
+    """The quotable blocks of a chunk (lines 0-based in the chunk), read as it was indexed."""
+    reader = reader_of(chunk)
     if reader.markdown:
         return read_blocks(chunk.text, chunk.start_line == 1 and reader.name == "markdown")
     try:
@@ -207,7 +243,7 @@ def quote_blocks(chunk: Chunk) -> list[Block]:
 def search_text(chunk: Chunk) -> str | None:
     """What is embedded and searched for a chunk whose lines are not Markdown (its blocks'
     text, markup left out); None for Markdown, whose own rules apply."""
-    reader = reader_for(chunk.source_path, chunk.text)
+    reader = reader_of(chunk)
     if reader.markdown:
         return None
     try:
