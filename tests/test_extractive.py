@@ -899,3 +899,26 @@ def test_a_fact_stated_in_a_paragraph_of_its_own_needs_no_final_stop() -> None:
     assert "HTTPX requires Python 3.9+" in statements[0][0] and quotes[0][1] == 136
     # Without a number or a code word such a line is a title or a fragment: never quoted.
     assert quotable_sentences("Some notes on this page\n") == []
+
+
+def _scores(passages) -> list[tuple]:
+    return [(p.evidence.label, p.lines, round(p.score, 9), round(p.answer, 9), tuple(p.parts),
+             [w.lines for w in p.window]) for p in passages]
+
+
+def test_scores_do_not_depend_on_what_was_scored_before() -> None:
+    # A chunk is read once and its passages reused: a second question, the same chunk under
+    # another label or rank, or a question in parts must not leave anything behind.
+    text = ("# Server\n\nRun `fastapi dev` to start the server. It reloads on changes.\n\n"
+            "Set `--port` to choose the port, and `--host` to listen elsewhere.\n")
+    first = [evidence("E1", text), evidence("E2", "# Other\n\nNothing about servers here.\n",
+                                              path="guide/other.md")]
+    swapped = [Evidence("E1", first[1].hit), Evidence("E2", first[0].hit)]
+    two_part = "How do I start the server, and which option sets the port?"
+    embedder = FakeEmbedder()
+    fresh = {q: _scores(PassageScorer(embedder).passages(q, ev))
+             for q, ev in ((two_part, first), ("How do I start the server?", swapped))}
+    scorer = PassageScorer(embedder)
+    for q, ev in ((two_part, first), ("How do I start the server?", swapped), (two_part, first)):
+        assert _scores(scorer.passages(q, ev)) == fresh[q]
+        assert _scores(PassageScorer(embedder).passages(q, ev)) == fresh[q]

@@ -13,14 +13,15 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from functools import lru_cache
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from rag.answer.questions import Part, answer_kinds, defined_terms, question_parts
 from rag.answer.quoting import attachment, quote
-from rag.core.records import Evidence
+from rag.core.records import Chunk, Evidence, SearchHit
 from rag.core.text import query_terms, tokens, word_count
 from rag.core.text import terms as _terms
 from rag.reader.formats import quote_blocks
@@ -86,6 +87,43 @@ class Passage:
 
 _VECTORS: dict[tuple[str, str], np.ndarray] = {}  # (embedder, sentence) -> vector
 _VECTOR_CACHE = 50_000
+_LAST: list = []  # [(question, evidence, embedder), passages] of the last call
+
+
+@lru_cache(maxsize=4096)
+def _read(chunk: Chunk) -> tuple[Passage, ...]:
+    """A chunk's passages before any question: its sentences, what each brings, their
+    words and the window each runs on to (read once per chunk, not once per question)."""
+    blocks = quote_blocks(chunk)
+    in_chunk: list[Passage] = []
+    none = Evidence("", SearchHit(chunk, 0.0, 0))
+    for sentence in sentences(blocks):
+        attached = attachment(blocks, sentence)
+        text, last = quote(sentence, attached)
+        heading = " > ".join(h for h in (chunk.heading or "", blocks[sentence.block].heading)
+                             if h)
+        in_chunk.append(Passage(none, 0, sentence, text,
+                                (chunk.start_line + sentence.first, chunk.start_line + last),
+                                _terms(text), heading, _terms(heading), blocks[sentence.block],
+                                order=len(in_chunk)))
+    _link_windows(in_chunk)
+    for p in in_chunk:
+        rest = p.window[0] if p.window and p.window[0].sentence.continues else None
+        p.said = p.sentence.text if rest is None else f"{p.sentence.text} {rest.sentence.text}"
+        if rest is not None:
+            p.terms = p.terms | rest.terms
+    return tuple(in_chunk)
+
+
+def _placed(read: Sequence[Passage], ev: Evidence, rank: int, before: int) -> list[Passage]:
+    """Fresh copies of a chunk's passages for one piece of evidence, windows among them."""
+    copies = [replace(p, evidence=ev, rank=rank, order=before + p.order, window=[], parts=[],
+                      idf={})
+              for p in read]
+    at = {id(p): copy for p, copy in zip(read, copies)}
+    for p, copy in zip(read, copies):
+        copy.window = [at[id(w)] for w in p.window]
+    return copies
 
 
 class PassageScorer:
@@ -108,30 +146,21 @@ class PassageScorer:
         return np.stack([_VECTORS[(name, t)] for t in texts])
 
     def passages(self, question: str, evidence: Sequence[Evidence]) -> list[Passage]:
-        """Every quotable passage of the evidence, scored, best first."""
+        """Every quotable passage of the evidence, scored, best first. The abstention check
+        and the answer that follows score the same question and evidence: the second call
+        gets the first one's passages (read-only to both)."""
+        key = (question, tuple(evidence), self.embedder.name if self.embedder else None)
+        last = _LAST  # one read: another thread may replace it
+        if last and last[0] == key:
+            return list(last[1])
+        found = self._scored(question, evidence)
+        _LAST[:] = [key, found]
+        return list(found)
+
+    def _scored(self, question: str, evidence: Sequence[Evidence]) -> list[Passage]:
         found: list[Passage] = []
         for rank, ev in enumerate(evidence):
-            chunk = ev.chunk
-            blocks = quote_blocks(chunk)
-            in_chunk: list[Passage] = []
-            for sentence in sentences(blocks):
-                attached = attachment(blocks, sentence)
-                text, last = quote(sentence, attached)
-                heading = " > ".join(h for h in (chunk.heading or "",
-                                                  blocks[sentence.block].heading) if h)
-                in_chunk.append(Passage(ev, rank, sentence, text,
-                                        (chunk.start_line + sentence.first,
-                                         chunk.start_line + last),
-                                        _terms(text), heading, _terms(heading),
-                                        blocks[sentence.block],
-                                        order=len(found) + len(in_chunk)))
-            _link_windows(in_chunk)
-            for p in in_chunk:
-                rest = p.window[0] if p.window and p.window[0].sentence.continues else None
-                p.said = p.sentence.text if rest is None else f"{p.sentence.text} {rest.sentence.text}"
-                if rest is not None:
-                    p.terms = p.terms | rest.terms
-            found.extend(in_chunk)
+            found.extend(_placed(_read(ev.chunk), ev, rank, len(found)))
         query = query_terms(question)
         if not found or not query:
             return []

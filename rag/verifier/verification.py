@@ -12,6 +12,7 @@ import itertools
 import re
 from collections.abc import Sequence
 from dataclasses import replace
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -87,12 +88,17 @@ MIN_CONTENT_WORDS = 2
 
 
 def _vocabulary(cited: Sequence[Evidence]) -> set[str]:
+    return set().union(*(_chunk_vocabulary(ev.chunk) for ev in cited))
+
+
+@lru_cache(maxsize=4096)
+def _chunk_vocabulary(chunk: Chunk) -> frozenset[str]:
+    """A chunk's words and their parts, heading included (read once per chunk)."""
     vocab: set[str] = set()
-    for ev in cited:
-        for word in words(f"{ev.chunk.heading or ''}\n{ev.chunk.text}"):
-            vocab.add(word)
-            vocab.update(normalise(p) for p in parts(word))
-    return vocab
+    for word in words(f"{chunk.heading or ''}\n{chunk.text}"):
+        vocab.add(word)
+        vocab.update(normalise(p) for p in parts(word))
+    return frozenset(vocab)
 
 
 def _found(word: str, vocab: set[str]) -> bool:
