@@ -28,19 +28,17 @@ from fit_abstention import DEFAULT_SETS, case_evidence
 
 SETS = DEFAULT_SETS
 SIGNALS = ["log_answer", "log_place", "dense", "lexical", "window_lexical", "heading",
-           "kind", "answer_bonus", "alternative", "changelog", "words", "evidence_rank",
+           "kind", "answer_bonus", "changelog", "words", "evidence_rank",
            "page_chunks", "page_share", "sentences_before"]
 
 
 def signals(p, passages, evidence) -> list[float]:
-    from rag.answer.extractive import _ALTERNATIVE
     from rag.answer.scoring import is_release_note
 
     path = p.evidence.chunk.source_path
     total = sum(e.hit.score for e in evidence) or 1.0
     return [math.log(max(p.answer, 1e-3)), math.log(max(p.place, 1e-3)), p.dense, p.lexical,
             p.window_lexical, p.heading_match, p.kind_match, p.answer - p.score,
-            float(bool(_ALTERNATIVE.match(p.sentence.text))),
             float(is_release_note(path, p.heading)), min(p.words, 150) / 100, p.rank / 8,
             sum(e.chunk.source_path == path for e in evidence) / 4,
             sum(e.hit.score for e in evidence if e.chunk.source_path == path) / total,

@@ -1,6 +1,5 @@
-"""What a first quote brings from around its best sentence: the opening of its section
-before it (docs state a section's point first, then explain), and for a how-question, the
-opening of the next section (docs set out a case, then show how under the next heading)."""
+"""What a first quote brings from before its best sentence: the opening of its section
+(docs state a section's point first, then explain), or the sentence it points back to."""
 
 from __future__ import annotations
 
@@ -9,25 +8,7 @@ from collections.abc import Sequence
 
 from rag.answer.scoring import Passage
 
-__all__ = ["next_section", "section_lead"]
-
-NEXT_SECTION_GAP = 4  # lines from a quote's end to the next section's first sentence
-
-
-def next_section(best: Passage, end: int, passages: Sequence[Passage]) -> Passage | None:
-    """For a how-question whose quote ends its section without showing how (no code):
-    the opening of the section that follows on the page, when only its heading lies
-    between. Docs set out a case ("In this case, you can override the dependency"), then
-    show how under the next heading ("Use the `app.dependency_overrides` attribute")."""
-    path = best.evidence.chunk.source_path
-    if any(p.evidence is best.evidence and p.section == best.section and p.lines[0] > end
-           for p in passages):
-        return None  # the quote stops inside its section
-    after = [p for p in passages if p.evidence.chunk.source_path == path
-             and 0 < p.lines[0] - end <= NEXT_SECTION_GAP and not p.sentence.continues
-             and (p.evidence is not best.evidence or p.section != best.section)]
-    return min(after, key=lambda p: p.lines[0]) if after else None
-
+__all__ = ["section_lead"]
 
 # A sentence that opens by pointing back at the one before it.
 _REFERS_BACK = re.compile(r"(?i)^(?:so|then|thus|therefore|hence|consequently|as\s+a\s+result"

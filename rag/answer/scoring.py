@@ -384,8 +384,6 @@ def answer_bonus(p: Passage, wants: frozenset[str], asked: set[str],
                  defines: frozenset[str] = frozenset()) -> float:
     """How much more a passage reads as an answer than its match score says: it holds,
     itself rather than the sentences after it, the kind of thing the question asks for."""
-    if p.sentence.text.endswith("?"):
-        return -W_OWN_KIND
     bonus = 0.0
     if wants and has_kind(p, wants, asked, own=True, defines=defines):
         bonus += W_OWN_KIND
