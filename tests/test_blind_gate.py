@@ -11,6 +11,8 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -41,7 +43,8 @@ def test_blind_sets_hold_their_baseline() -> None:
     baseline = json.loads(BASELINE.read_text(encoding="utf-8"))
     done = subprocess.run(["bash", str(RUN), baseline["generator"]], cwd=REPO, text=True,
                           capture_output=True, timeout=1800, check=False,
-                          env={**os.environ, "HF_HUB_OFFLINE": "1"})
+                          env={"RAG": str(Path(sys.executable).with_name("rag")), **os.environ,
+                               "HF_HUB_OFFLINE": "1"})
     assert done.returncode == 0, done.stderr[-2000:]
     now = parse(done.stdout)
     tolerance = baseline["tolerance"]
