@@ -1,9 +1,11 @@
-"""Shared fixtures: a copy of the tiny docs corpus, a fake embedder, default settings."""
+"""Shared fixtures: a copy of the tiny docs corpus, a fake embedder, default settings, and
+the real embedder's vectors remembered between runs (tests/vector_memo.py)."""
 
 from __future__ import annotations
 
 import re
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -14,6 +16,8 @@ from rag.indexer.embedding import FakeEmbedder
 from rag.reader.passages import read_blocks
 from rag.reader.prose import sentences
 from rag.retriever.evidence import CLOSE_TAG, NO_HEADING, OPEN_TAG
+from tests.vector_memo import ROOT as VECTORS_ROOT
+from tests.vector_memo import Memos, remembered
 
 FIXTURE_DOCS = Path(__file__).parent / "fixtures" / "docs"
 CORPORA = Path(__file__).resolve().parents[2] / "shared" / "corpora"
@@ -36,6 +40,19 @@ def embedder() -> FakeEmbedder:
 @pytest.fixture
 def settings() -> Settings:
     return Settings()
+
+
+@pytest.fixture(scope="session")
+def memos() -> Memos:
+    """The real embedder's vectors from earlier runs (tests/vector_memo.py)."""
+    return Memos(VECTORS_ROOT)
+
+
+@pytest.fixture
+def remembered_vectors(memos: Memos) -> Iterator[Memos]:
+    """Every embedder rag builds during the test looks up texts it embedded before."""
+    with remembered(memos):
+        yield memos
 
 
 def corpus_dir(name: str) -> Path:
