@@ -206,14 +206,14 @@ def torch_export(model_dir: Path, dest: Path) -> None:
 
 
 @pytest.mark.slow
-def test_vectors_equal_the_torch_backend_on_real_chunks(tmp_path: Path) -> None:
-    pytest.importorskip("sentence_transformers")
+def test_vectors_equal_the_torch_backend_on_real_chunks(
+        tmp_path: Path, onnx_cache: Path, torch_embedder: Embedder) -> None:
     texts = real_chunks()
     assert len(texts) >= 180
-    built: Embedder = make_embedder(EmbeddingSettings(cache_dir=str(tmp_path / "cache")))
+    built: Embedder = make_embedder(EmbeddingSettings(cache_dir=str(onnx_cache)))
     vectors = built.embed_batch(texts)
 
-    reference = make_embedder(EmbeddingSettings(backend="torch")).embed_batch(texts)
+    reference = torch_embedder.embed_batch(texts)
     assert vectors.shape == reference.shape == (len(texts), 384)
     assert np.sum(vectors * reference, axis=1).min() >= PARITY
 
