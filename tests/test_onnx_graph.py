@@ -4,7 +4,7 @@ Without torch: a tiny random BERT runs on onnxruntime, padding and batching leav
 token vectors alone, and models the graph cannot express are refused with a pointer to the
 torch backend. With torch (the ``[torch]`` extra): the graph equals transformers' BertModel
 on a random model, and the bundled model's vectors equal sentence-transformers' and the
-torch-exported ONNX file's on a few hundred real chunks.
+torch-exported ONNX file's on a hundred real chunks taken across the docs, short and long.
 """
 
 from __future__ import annotations
@@ -154,7 +154,7 @@ def test_graph_equals_transformers_bert_on_a_random_model(tmp_path: Path) -> Non
     np.testing.assert_allclose(got[real], expected[real], atol=1e-4)
 
 
-def real_chunks(limit: int = 200) -> list[str]:
+def real_chunks(limit: int = 100) -> list[str]:
     """What indexing embeds for tests/fixtures/docs and a spread of the FastAPI docs."""
     model = Path(default_model_path())
     from tokenizers import Tokenizer
@@ -209,7 +209,7 @@ def torch_export(model_dir: Path, dest: Path) -> None:
 def test_vectors_equal_the_torch_backend_on_real_chunks(
         tmp_path: Path, onnx_cache: Path, torch_embedder: Embedder) -> None:
     texts = real_chunks()
-    assert len(texts) >= 180
+    assert len(texts) >= 90
     built: Embedder = make_embedder(EmbeddingSettings(cache_dir=str(onnx_cache)))
     vectors = built.embed_batch(texts)
 
