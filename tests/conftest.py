@@ -1,19 +1,27 @@
-"""Shared fixtures: a copy of the tiny docs corpus, a fake embedder, default settings."""
+"""Shared fixtures: a copy of the tiny docs corpus, a fake embedder, default settings; and,
+made once per run for every file that needs them, a PostgreSQL server (tests/pg_server.py),
+the real embedder's remembered vectors (tests/vector_memo.py), the ONNX export, the torch
+reference embedder and the bundled model's Q4_0 copy."""
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from rag.core.config import Settings
 from rag.core.records import Chunk, SearchHit
-from rag.indexer.embedding import FakeEmbedder
+from rag.indexer.embedding import Embedder, FakeEmbedder
 from rag.reader.passages import read_blocks
 from rag.reader.prose import sentences
 from rag.retriever.evidence import CLOSE_TAG, NO_HEADING, OPEN_TAG
+from tests.pg_server import pg_dsn, pg_server  # noqa: F401 - fixtures, one server a run
+from tests.vector_memo import ROOT as VECTORS_ROOT
+from tests.vector_memo import Memos, remembered
 
 FIXTURE_DOCS = Path(__file__).parent / "fixtures" / "docs"
 CORPORA = Path(__file__).resolve().parents[2] / "shared" / "corpora"
@@ -36,6 +44,60 @@ def embedder() -> FakeEmbedder:
 @pytest.fixture
 def settings() -> Settings:
     return Settings()
+
+
+@pytest.fixture(scope="session")
+def memos() -> Memos:
+    """The real embedder's vectors from earlier runs (tests/vector_memo.py)."""
+    return Memos(VECTORS_ROOT)
+
+
+@pytest.fixture
+def remembered_vectors(memos: Memos) -> Iterator[Memos]:
+    """Every embedder rag builds during the test looks up texts it embedded before."""
+    with remembered(memos):
+        yield memos
+
+
+@pytest.fixture(scope="session")
+def onnx_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """An ONNX export folder of this run only: the user's cache may hold an export that an
+    older version of the code wrote. The first test to build the real model exports it."""
+    return tmp_path_factory.mktemp("onnx-cache")
+
+
+@pytest.fixture(scope="session")
+def torch_embedder() -> Embedder:
+    """sentence-transformers itself, the reference the ONNX backend is held to."""
+    pytest.importorskip("sentence_transformers", reason="the [torch] extra is not installed")
+    from rag.core.config import EmbeddingSettings
+    from rag.indexer.embedding import make_embedder
+
+    return make_embedder(EmbeddingSettings(backend="torch"))
+
+
+@pytest.fixture(scope="session")
+def q4_0_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The bundled model's Q4_0 copy (rag.generator.local.model_file), made once a run."""
+    pytest.importorskip("gguf")
+    from rag.generator.local.model import default_gguf_path
+    from rag.generator.local.model_file import fast_copy
+
+    return fast_copy(default_gguf_path(), tmp_path_factory.mktemp("models"))
+
+
+def seed_model_cache(q4_0_model: Path) -> Path:
+    """Put the run's Q4_0 copy where the bundled model's copy is kept in the user cache
+    (the copy is named after the shipped file only), so code that makes it finds it made."""
+    from rag.generator.local.model_file import model_cache
+
+    target = model_cache() / q4_0_model.name
+    target.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        os.link(q4_0_model, target)
+    except OSError:  # another filesystem
+        shutil.copyfile(q4_0_model, target)
+    return target
 
 
 def corpus_dir(name: str) -> Path:

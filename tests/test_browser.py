@@ -92,28 +92,38 @@ def served(docs: Path, tmp_path: Path, token: str) -> Iterator[tuple[str, Path]]
         yield base, docs
 
 
+@pytest.fixture(scope="module")
+def browser() -> Iterator[object]:
+    """One Chromium for the file; each test gets a context of its own (fresh storage)."""
+    with sync_api.sync_playwright() as pw:
+        launched = pw.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
+        try:
+            yield launched
+        finally:
+            launched.close()
+
+
 @pytest.fixture
-def page(served: tuple[str, Path]) -> Iterator[object]:
+def page(browser: object, served: tuple[str, Path]) -> Iterator[object]:
     base, _ = served
     outside: list[str] = []
-    with sync_api.sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
-        try:
-            tab = browser.new_page(viewport={"width": 1280, "height": 900})
+    context = browser.new_context(viewport={"width": 1280, "height": 900})  # type: ignore
+    try:
+        tab = context.new_page()
 
-            def only_loopback(route: object) -> None:
-                url = route.request.url  # type: ignore[attr-defined]
-                if url.startswith((base + "/", "data:")):
-                    route.continue_()  # type: ignore[attr-defined]
-                else:
-                    outside.append(url)
-                    route.abort()  # type: ignore[attr-defined]
+        def only_loopback(route: object) -> None:
+            url = route.request.url  # type: ignore[attr-defined]
+            if url.startswith((base + "/", "data:")):
+                route.continue_()  # type: ignore[attr-defined]
+            else:
+                outside.append(url)
+                route.abort()  # type: ignore[attr-defined]
 
-            tab.route("**/*", only_loopback)
-            tab.goto(base + "/")
-            yield tab
-        finally:
-            browser.close()
+        tab.route("**/*", only_loopback)
+        tab.goto(base + "/")
+        yield tab
+    finally:
+        context.close()
     assert outside == [], f"the page tried to reach {outside}"
 
 
@@ -252,18 +262,17 @@ def test_public_only_hides_the_prompt_and_sign_out_forgets_the_token(page, serve
     assert page.evaluate("sessionStorage.length") == 0
 
 
-def test_the_dev_flag_shows_the_groups_field(docs, tmp_path):
-    with serving(docs, tmp_path, trust_claimed_groups=True) as base, \
-            sync_api.sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
+def test_the_dev_flag_shows_the_groups_field(browser, docs, tmp_path):
+    with serving(docs, tmp_path, trust_claimed_groups=True) as base:
+        context = browser.new_context()
         try:
-            tab = browser.new_page()
+            tab = context.new_page()
             tab.goto(base + "/")
             tab.locator("#groups-field").wait_for()
             tab.fill("#groups", "staff")
             body = ask(tab, "How is the admin token rotated?")
         finally:
-            browser.close()
+            context.close()
     assert any(c["source_path"] == "staff/runbook.md" for c in body["citations"])
 
 

@@ -12,6 +12,7 @@ from typer.testing import CliRunner
 from rag.interfaces.cli.main import app
 from rag.reader.chunking import span_text
 from tests.conftest import corpus_dir
+from tests.vector_memo import Memos, remembered
 
 pytestmark = pytest.mark.slow
 
@@ -39,9 +40,10 @@ def fastapi_docs(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def built(fastapi_docs: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+def built(fastapi_docs: Path, tmp_path_factory: pytest.TempPathFactory, memos: Memos) -> Path:
     index = tmp_path_factory.mktemp("index") / "idx"
-    code, out, err = run("index", str(fastapi_docs), "--index", str(index), "--json")
+    with remembered(memos):
+        code, out, err = run("index", str(fastapi_docs), "--index", str(index), "--json")
     assert code == 0, err
     report = json.loads(out)
     assert len(report["added"]) == len(FASTAPI_FILES) and report["chunks_embedded"] > 30

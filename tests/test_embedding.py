@@ -145,21 +145,15 @@ def test_cache_name_changes_with_weights_or_config(tmp_path: Path) -> None:
 # --- Real model ---------------------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tmp_path_factory.mktemp("onnx-cache")
+@pytest.fixture
+def cache_dir(onnx_cache: Path) -> Path:
+    return onnx_cache
 
 
 @pytest.fixture(scope="module")
-def onnx_embedder(cache_dir: Path) -> Embedder:
+def onnx_embedder(onnx_cache: Path) -> Embedder:
     # A small batch size so TEXTS span several padded batches.
-    return make_embedder(EmbeddingSettings(cache_dir=str(cache_dir), batch_size=4))
-
-
-@pytest.fixture(scope="module")
-def torch_embedder() -> Embedder:
-    pytest.importorskip("sentence_transformers", reason="the [torch] extra is not installed")
-    return make_embedder(EmbeddingSettings(backend="torch"))
+    return make_embedder(EmbeddingSettings(cache_dir=str(onnx_cache), batch_size=4))
 
 
 @pytest.mark.slow

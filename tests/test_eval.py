@@ -28,7 +28,8 @@ def _eval(tmp_path: Path, *extra: str, env: dict[str, str] | None = None):
 
 
 @pytest.mark.slow
-def test_corpus_eval_holds_the_baseline_and_a_planted_regression_fails(tmp_path: Path):
+def test_corpus_eval_holds_the_baseline_and_a_planted_regression_fails(tmp_path: Path,
+                                                                       remembered_vectors):
     result = _eval(tmp_path, "--baseline", str(BASELINE))
     assert result.exit_code == 0, result.stderr
     report = json.loads((tmp_path / "reports" / "eval-extractive.json").read_text())
@@ -42,9 +43,11 @@ def test_corpus_eval_holds_the_baseline_and_a_planted_regression_fails(tmp_path:
 
 
 @pytest.mark.slow
-def test_fastapi_dev_set_holds_its_baseline_and_a_planted_regression_fails(tmp_path: Path):
-    """The FastAPI docs (155 files, one index build of several minutes) against their own
-    committed baseline; the second run reuses the index."""
+def test_fastapi_dev_set_holds_its_baseline_and_a_planted_regression_fails(tmp_path: Path,
+                                                                           remembered_vectors):
+    """The FastAPI docs (155 files, chunked afresh, their vectors remembered from earlier
+    runs: tests/vector_memo.py) against their own committed baseline; the second run reuses
+    the index."""
     docs = corpus_dir("fastapi")
     cases = CORPORA.parent / "evals" / "fastapi.jsonl"
     out = tmp_path / "reports" / "eval-fastapi.json"
@@ -147,7 +150,8 @@ def test_unseen_docs_and_missing_sources_are_reported(docs: Path, tmp_path: Path
 
 
 @pytest.mark.slow
-def test_quick_start_question_is_answered_from_the_reindexing_guide(tmp_path: Path):
+def test_quick_start_question_is_answered_from_the_reindexing_guide(tmp_path: Path,
+                                                                   remembered_vectors):
     """The README's quick start question: `rag index` again, cited at exactly those lines."""
     index = tmp_path / "index"
     runner = CliRunner()

@@ -6,6 +6,7 @@ import json
 import os
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import get_args
 
 import pytest
@@ -26,6 +27,7 @@ from rag.generator.backends import (
 )
 from rag.generator.extractive import ExtractiveGenerator
 from rag.retriever.evidence import format_evidence_blocks
+from tests.conftest import seed_model_cache
 from tests.fakes.fake_openai_server import FakeOpenAIServer, Reply, answer_json, closed_port
 
 KEY_ENV = "RAG_TEST_GENERATION_KEY"
@@ -293,11 +295,12 @@ def cache_home(tmp_path: os.PathLike, monkeypatch: pytest.MonkeyPatch) -> Iterat
     yield str(tmp_path)
 
 
-def test_local_generator_reuses_a_running_serve_model(cache_home: str) -> None:
+def test_local_generator_reuses_a_running_serve_model(cache_home: str, q4_0_model: Path) -> None:
     from rag.generator.local.model import model_to_run, server_key, state_path
 
     with FakeOpenAIServer([Reply(GOOD)], model="smollm2") as server:
         state_path().parent.mkdir(parents=True)
+        seeded = seed_model_cache(q4_0_model)
         cfg = Settings(generation=settings(generator="local", local_port=server.port))
         gen_cfg = cfg.generation
         key = server_key(model_to_run(gen_cfg), gen_cfg.local_context_tokens,
@@ -306,6 +309,7 @@ def test_local_generator_reuses_a_running_serve_model(cache_home: str) -> None:
         with make_generator(cfg) as gen:  # type: ignore[attr-defined]
             result = gen.generate(QUESTION, EVIDENCE)
             assert gen.server is None  # nothing of its own to start or stop
+            assert key["model"] == str(seeded.resolve())  # the bundled model's copy, found made
         body = server.requests[0]
         assert body["grammar"].startswith("%llguidance")  # the schema as llama.cpp's grammar
         assert body["model"] == "smollm2"

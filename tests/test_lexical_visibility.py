@@ -14,7 +14,6 @@ from rag.indexer.embedding import Embedder
 from rag.indexer.indexing import build_index
 from rag.pipeline import open_retriever
 from rag.retriever.retrieval import Retriever
-from tests.pg_server import pg_dsn, pg_server  # noqa: F401 - fixtures
 
 PUBLIC = {
     "guide/pumps.md": "# Pumps\n\nGlacier pumps move meltwater uphill through the intake.\n",

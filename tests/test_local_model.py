@@ -36,7 +36,6 @@ from rag.generator.local.model import (
     server_key,
     state_path,
 )
-from rag.generator.local.model_file import fast_copy
 from rag.verifier.verification import check_support
 from tests.fakes.fake_openai_server import FakeOpenAIServer, Reply, answer_json, closed_port
 
@@ -351,10 +350,9 @@ def _evidence(label: str, text: str, path: str = "guide/server.md") -> Evidence:
 
 
 @pytest.fixture(scope="module")
-def real_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalModelServer]:
+def real_server(q4_0_model: Path) -> Iterator[LocalModelServer]:
     # the model as users run it: the Q4_0 copy of the bundled file (rag.generator.local.model_file)
-    model = fast_copy(default_gguf_path(), tmp_path_factory.mktemp("models"))
-    server = LocalModelServer(str(model), n_ctx=2048)
+    server = LocalModelServer(str(q4_0_model), n_ctx=2048)
     with server:
         yield server
 

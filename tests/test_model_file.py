@@ -10,7 +10,7 @@ import pytest
 
 gguf = pytest.importorskip("gguf")
 
-from gguf.quants import dequantize
+from gguf.quants import dequantize, quantize
 
 from rag.core.config import GenerationSettings
 from rag.generator.local.model import default_gguf_path, model_to_run
@@ -25,9 +25,30 @@ def cache_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path
     yield tmp_path / "cache"
 
 
-@pytest.fixture(scope="module")
-def copy(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return fast_copy(default_gguf_path(), tmp_path_factory.mktemp("models"))
+@pytest.fixture
+def copy(q4_0_model: Path) -> Path:
+    """The bundled model's copy, made once a run (tests/conftest.py)."""
+    return q4_0_model
+
+
+@pytest.fixture
+def small_model(tmp_path: Path) -> Path:
+    """A GGUF file laid out as the bundled one (Q4_1 weights beside f32 ones), kilobytes in
+    size: what converting a file does, checked without converting 135M weights again."""
+    path = tmp_path / "small" / "SmolLM2-test.Q4_1.gguf"
+    path.parent.mkdir()
+    rng = np.random.default_rng(0)
+    writer = gguf.GGUFWriter(str(path), arch="llama")
+    writer.add_context_length(64)
+    for layer in range(2):
+        weights = rng.normal(size=(8, 64)).astype(np.float32)
+        writer.add_tensor(f"blk.{layer}.attn_q.weight", quantize(weights, Q4_1), raw_dtype=Q4_1)
+    writer.add_tensor("output_norm.weight", rng.normal(size=64).astype(np.float32))
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    return path
 
 
 def test_the_copy_holds_the_same_weights_as_q4_0(copy: Path) -> None:
@@ -58,11 +79,12 @@ def test_the_copy_is_made_once_and_a_q4_0_file_runs_as_it_is(copy: Path) -> None
     assert [p.name for p in copy.parent.iterdir()] == [copy.name]  # no partial file left
 
 
-def test_a_copy_cut_short_is_made_again(tmp_path: Path) -> None:
-    first = fast_copy(default_gguf_path(), tmp_path)
+def test_a_copy_cut_short_is_made_again(small_model: Path, tmp_path: Path) -> None:
+    first = fast_copy(small_model, tmp_path)
     whole = first.read_bytes()
-    first.write_bytes(whole[:1_000_000])  # damaged after it was made
-    assert fast_copy(default_gguf_path(), tmp_path) == first
+    assert gguf.GGUFReader(first).tensors[0].tensor_type == Q4_0
+    first.write_bytes(whole[:len(whole) // 2])  # damaged after it was made
+    assert fast_copy(small_model, tmp_path) == first
     assert first.read_bytes() == whole
 
 
@@ -75,11 +97,12 @@ def test_the_bundled_model_runs_from_the_cache_a_configured_one_as_it_is(
 
 
 def test_the_first_local_answer_says_it_makes_the_copy_then_runs_it(
-        cache_home: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    first = runnable_model(default_gguf_path())
-    assert Path(first).parent == cache_home / "rag" / "models" and first.endswith(".Q4_0.gguf")
+        small_model: Path, cache_home: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    first = runnable_model(str(small_model))
+    assert Path(first).parent == cache_home / "rag" / "models"
+    assert Path(first).name.startswith("SmolLM2-test.") and first.endswith(".Q4_0.gguf")
     assert capsys.readouterr().err.startswith("note: making a faster (Q4_0) copy")
-    assert runnable_model(default_gguf_path()) == first
+    assert runnable_model(str(small_model)) == first
     assert capsys.readouterr().err == ""  # made once: nothing to say the second time
 
 

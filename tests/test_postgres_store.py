@@ -1,5 +1,4 @@
 """The PostgreSQL store against a real PostgreSQL + pgvector (pgserver), fake embedder."""
-# ruff: noqa: F811 - the fixtures imported from tests.pg_server are arguments here
 
 from __future__ import annotations
 
@@ -16,7 +15,7 @@ from rag.indexer.indexing import build_index
 from rag.pipeline import open_retriever
 from rag.stores import postgres
 from rag.stores.pg_schema import ADVISORY_KEY
-from tests.pg_server import pg_dsn, pg_server, reader_role, with_database  # noqa: F401
+from tests.pg_server import reader_role, with_database
 
 REPO = Path(__file__).resolve().parents[1]
 QUERIES = ("Which port does the HTTP API listen on by default?",

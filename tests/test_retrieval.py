@@ -95,7 +95,7 @@ FASTAPI_QUESTIONS = {
 
 
 @pytest.mark.slow
-def test_fastapi_questions_find_their_file_in_the_top_5(tmp_path_factory):
+def test_fastapi_questions_find_their_file_in_the_top_5(tmp_path_factory, remembered_vectors):
     """Real model, hybrid mode, over the FastAPI tutorial, advanced and deployment pages."""
     from rag.core.config import Settings
     from rag.indexer.embedding import make_embedder

@@ -1,5 +1,4 @@
 """Several servers over one PostgreSQL index: they follow a re-index made elsewhere."""
-# ruff: noqa: F811 - the fixtures imported from tests.pg_server are arguments here
 
 from __future__ import annotations
 
@@ -20,7 +19,6 @@ from rag.indexer.indexing import build_index
 from rag.interfaces.http.auth import add_token
 from rag.interfaces.http.server import create_app
 from rag.stores import postgres
-from tests.pg_server import pg_dsn, pg_server  # noqa: F401 - fixtures
 from tests.test_loadtest import ENV, _free_port, _wait_healthy, run_load
 
 REPO = Path(__file__).resolve().parents[1]
