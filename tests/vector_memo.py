@@ -19,6 +19,7 @@ from __future__ import annotations
 import hashlib
 import importlib.metadata
 import uuid
+import zipfile
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -78,7 +79,7 @@ class VectorMemo:
             try:
                 with np.load(path, allow_pickle=False) as data:
                     self.vectors.update(zip(data["keys"].tolist(), data["vectors"], strict=True))
-            except (OSError, ValueError, KeyError):
+            except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile):
                 continue  # removed by a merge meanwhile, or damaged: embedded again
 
     def save(self) -> None:
