@@ -87,7 +87,9 @@ class Passage:
 
 _VECTORS: dict[tuple[str, str], np.ndarray] = {}  # (embedder, sentence) -> vector
 _VECTOR_CACHE = 50_000
-_LAST: list = []  # [(question, evidence, embedder), passages] of the last call
+# ((question, evidence, embedder), passages) of the last call: one tuple, replaced whole,
+# so a thread reading it never pairs one call's key with another's passages.
+_last: tuple[tuple, list] | None = None
 
 
 @lru_cache(maxsize=4096)
@@ -150,11 +152,12 @@ class PassageScorer:
         and the answer that follows score the same question and evidence: the second call
         gets the first one's passages (read-only to both)."""
         key = (question, tuple(evidence), self.embedder.name if self.embedder else None)
-        last = _LAST  # one read: another thread may replace it
+        global _last
+        last = _last
         if last and last[0] == key:
             return list(last[1])
         found = self._scored(question, evidence)
-        _LAST[:] = [key, found]
+        _last = (key, found)
         return list(found)
 
     def _scored(self, question: str, evidence: Sequence[Evidence]) -> list[Passage]:
