@@ -55,7 +55,7 @@ def collect(eval_file: Path, docs: Path, index: Path, settings) -> list[tuple]:
         if not case.answerable:
             continue
         passages = pipeline.scorer().passages(case.question, evidence)
-        first = first_candidates(case.question, passages)[1]
+        first = first_candidates(passages)
         if not first:
             continue
         expected = case.expected_lines or {}

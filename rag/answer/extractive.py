@@ -139,16 +139,13 @@ def _answer_to_part(index: int, part: Part, usable: Sequence[Passage],
     return max(found, key=lambda p: (p.parts[index], p.answer))
 
 
-def first_candidates(question: str, passages: Sequence[Passage],
-                     parts: Sequence[Part] | None = None,
-                     ) -> tuple[list[Passage], list[Passage]]:
-    """The quotable passages, best first, and those of them the first quote is chosen from
-    (all of them: the first quote weighs where its chunk ranked, further ones only need to
-    match)."""
+def first_candidates(passages: Sequence[Passage]) -> list[Passage]:
+    """The quotable passages, best first: the first quote is chosen from them by
+    :func:`first_score` (it weighs where its chunk ranked), further ones only need to match."""
     usable = sorted((p for p in passages if p.words <= MAX_PASSAGE_WORDS and p.score > 0
                      and not p.sentence.continues),  # "...you write:" only runs on a quote
                     key=lambda p: (-p.answer, p.rank, p.lines[0]))
-    return usable, list(usable)
+    return usable
 
 
 def first_score(p: Passage) -> float:
@@ -162,10 +159,10 @@ def choose(question: str, passages: Sequence[Passage]) -> list[Quote]:
     a few words before it; then, for a question in parts, a quote for each part that it
     leaves open (three quotes at most). Adjacent quotes of one chunk merge."""
     parts = question_parts(question)
-    usable, first = first_candidates(question, passages, parts)
+    usable = first_candidates(passages)
     if not usable:
         return []
-    best = max(first, key=first_score)
+    best = max(usable, key=first_score)
     usable.remove(best)
     # A changelog entry answers a part only in an answer about versions.
     if not asks_when(question):
