@@ -328,6 +328,9 @@ def test_malformed_saved_answers_are_one_line_not_a_crash(client: TestClient, sa
         {"citations": [c], "statements": 5},
         {"citations": [c], "statements": ["a statement as a bare string"]},
         {"citations": [{**c, "text": 5}]},
+        # found by the API fuzzer: null where the schema says a list was read as empty
+        {"citations": [c], "statements": None},
+        {"citations": [c], "statements": [{"text": "s", "citations": None}]},
     ]
     for answer in bad_answers:
         body = json.dumps({"answer": answer}).replace("Infinity", "1e999")

@@ -134,15 +134,17 @@ def _citations(data: dict[str, Any]) -> list[dict[str, Any]]:
     4xx over HTTP) for anything that is not a saved answer's shape."""
     if not isinstance(data, dict) or not isinstance(data.get("citations"), list):
         raise UsageError("not a saved answer: no `citations` list (save one with `rag ask --json`)")
-    statements = data.get("statements") or []
+    statements = data.get("statements", [])
     if not isinstance(statements, list):
         raise UsageError("not a saved answer: `statements` is not a list")
     out = list(data["citations"])
     for statement in statements:
         if not isinstance(statement, dict):
             raise UsageError("not a saved answer: a statement is not an object")
-        cited = statement.get("citations") or []
-        out.extend(cited if isinstance(cited, list) else [None])
+        cited = statement.get("citations", [])
+        if not isinstance(cited, list):  # null too: the schema says a list, so does the CLI
+            raise UsageError("not a saved answer: a statement's `citations` is not a list")
+        out.extend(cited)
     seen: dict[tuple[str, int, int], dict[str, Any]] = {}
     for c in out:
         path = c.get("source_path") if isinstance(c, dict) else None
