@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from rag.answer.scoring import PassageScorer
+from rag.answer.scoring import READ_WORDS, PassageScorer
 from rag.core.records import Chunk, Evidence, SearchHit
 from rag.generator.extractive import ExtractiveGenerator
 from rag.indexer.embedding import FakeEmbedder
@@ -137,7 +137,7 @@ def test_answers_stay_short_and_do_not_repeat() -> None:
                             range(40))
     statements, _ = answer("Which port setting changes the listening port?",
                            [evidence("E1", long_text)])
-    assert sum(len(t.split()) for t, _ in statements) <= 150
+    assert sum(len(t.split()) for t, _ in statements) <= READ_WORDS
 
 
 def test_extractive_is_deterministic() -> None:
@@ -157,6 +157,23 @@ def test_a_quote_runs_on_through_a_paragraph_written_on_one_line() -> None:
                                 FakeEmbedder())
     assert statements[0][0].startswith("Running `tool dev`") and "127.0.0.1" in statements[0][0]
     assert quotes[0][0] == 12
+
+
+def test_a_first_quote_reads_on_through_its_section_but_not_into_the_next() -> None:
+    # The fact a reader needs often comes a paragraph or two after the sentence that best
+    # matches the question: the quote reads on, within its section and the answer's length.
+    filler = " ".join(f"Sentence {i} says more about how the cache stores entries." for i in range(9))
+    text = ("## Cache\n\nThe cache keeps responses on disk between runs.\n\n"
+            f"{filler}\n\nEntries expire after 7 days unless `max_age` says otherwise.\n\n"
+            "## Logging\n\nLogs go to stderr.")
+    shown = [evidence("E1", text, start=1)]
+    statements, quotes = answer("Where does the cache keep responses?", shown, FakeEmbedder())
+    quoted = " ".join(t for t, _ in statements)
+    assert quoted.startswith("The cache keeps responses on disk")
+    assert "Entries expire after 7 days" in quoted  # past 90 words, within 170
+    assert "Logs go to stderr" not in quoted  # not into the next section
+    assert len(quoted.split()) <= READ_WORDS
+    assert quotes[-1][1] == 7  # its lines end where the quote does
 
 
 def test_a_how_question_gets_the_sentence_that_says_what_to_do() -> None:

@@ -22,6 +22,7 @@ from rag.answer.questions import (
     question_parts,
 )
 from rag.answer.scoring import (
+    READ_WORDS,
     WINDOW_WORDS,
     Passage,
     PassageScorer,
@@ -91,11 +92,12 @@ def _joined(passages: Sequence[Passage]) -> str:
     return text
 
 
-def _window_quote(p: Passage, limit: int = WINDOW_WORDS, stop: int = 0,
-                  ) -> tuple[str, tuple[int, int], int]:
-    """The passage run on through its window, up to ``limit`` words, before line ``stop``."""
+def _window_quote(p: Passage, limit: int = WINDOW_WORDS, stop: int = 0, *,
+                  read_on: bool = False) -> tuple[str, tuple[int, int], int]:
+    """The passage run on through its window (and on, for a first quote: ``read_on``), up
+    to ``limit`` words, before line ``stop``."""
     taken, words = [p], p.words
-    for q in p.window:
+    for q in [*p.window, *(p.read_on if read_on else ())]:
         if words + q.words > limit or (stop and q.lines[1] >= stop):
             break
         taken.append(q)
@@ -186,8 +188,12 @@ def choose(question: str, passages: Sequence[Passage]) -> list[Quote]:
             words += p.words
     quotes: list[Quote] = []  # (a lead opens its section, so no other quote runs into it)
     for p in sorted(chosen, key=lambda c: (c.rank, c.lines[0])):
-        if p is best:
-            text, lines = _window_quote(p)[:2]
+        if p is best:  # it reads on, short of the next quote and within the answer's words
+            stop = min((c.lines[0] for c in chosen if c.evidence.label == p.evidence.label
+                        and c.lines[0] > p.lines[1]), default=0)
+            others = sum(q.words for q in lead) + sum(c.words for c in chosen if c is not p)
+            text, lines = _window_quote(p, max(best_words, READ_WORDS - others), stop,
+                                        read_on=True)[:2]
             if lead:
                 opening = _joined(lead)
                 text = opening + _between(lead[-1], p, opening) + text

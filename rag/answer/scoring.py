@@ -58,6 +58,7 @@ class Passage:
     answer: float = 0.0  # score plus how much the quote itself reads as an answer (choose)
     place: float = 1.0  # how much the retriever trusts its chunk, against the best (choose)
     window: list[Passage] = field(default_factory=list)  # what a quote of it runs on to
+    read_on: list[Passage] = field(default_factory=list)  # and, as a first quote, then to
     idf: dict[str, float] = field(default_factory=dict)  # question term weights (shared)
     parts: list[float] = field(default_factory=list)  # how well it answers each part
     order: int = 0  # reading order among the evidence's passages (several share a line)
@@ -119,12 +120,13 @@ def _read(chunk: Chunk) -> tuple[Passage, ...]:
 
 def _placed(read: Sequence[Passage], ev: Evidence, rank: int, before: int) -> list[Passage]:
     """Fresh copies of a chunk's passages for one piece of evidence, windows among them."""
-    copies = [replace(p, evidence=ev, rank=rank, order=before + p.order, window=[], parts=[],
-                      idf={})
+    copies = [replace(p, evidence=ev, rank=rank, order=before + p.order, window=[],
+                      read_on=[], parts=[], idf={})
               for p in read]
     at = {id(p): copy for p, copy in zip(read, copies)}
     for p, copy in zip(read, copies):
         copy.window = [at[id(w)] for w in p.window]
+        copy.read_on = [at[id(w)] for w in p.read_on]
     return copies
 
 
@@ -235,11 +237,14 @@ class PassageScorer:
 
 EMBED_TOP = 12  # sentences embedded per question
 WINDOW_WORDS = 90  # a quote runs on from its best sentence up to this many words
+READ_WORDS = 170  # a first quote reads on through its section up to this many words
 WINDOW_SHARE = 0.3  # weight of the whole window's word overlap against the sentence's
 
 
 def _link_windows(in_chunk: Sequence[Passage]) -> None:
-    """Give each passage the sentences that follow it in its section, up to WINDOW_WORDS."""
+    """Give each passage the sentences that follow it in its section: its window, up to
+    WINDOW_WORDS (what it is scored with), and then what a first quote reads on to, up to
+    READ_WORDS."""
     for i, p in enumerate(in_chunk):
         words, prev = p.words, p
         for q in in_chunk[i + 1:]:
@@ -248,11 +253,13 @@ def _link_windows(in_chunk: Sequence[Passage]) -> None:
             # The next sentence of one paragraph may share the line the last one ended on.
             follows = q.lines[0] > prev.lines[1] or (
                 q.sentence.block == prev.sentence.block and prev.text == prev.sentence.text)
-            if q.section != p.section or not follows or words + q.words > WINDOW_WORDS \
+            if q.section != p.section or not follows or words + q.words > READ_WORDS \
                     or (p.entry and q.group != p.group):
                 break  # an entry's quote ends with the entry, not in the next term's
-            if q.text != p.text and all(q.text != w.text for w in p.window):
-                p.window.append(q)  # a tip repeated in each tab is quoted once
+            if q.text != p.text and all(q.text != w.text for w in [*p.window, *p.read_on]):
+                # (a tip repeated in each tab is quoted once)
+                (p.window if words + q.words <= WINDOW_WORDS and not p.read_on
+                 else p.read_on).append(q)
                 words += q.words
             prev = q
 
