@@ -15,7 +15,7 @@ _REFERS_BACK = re.compile(r"(?i)^(?:so|then|thus|therefore|hence|consequently|as
                           r"|that\s+way|this\s+way|with\s+th(?:at|is)"
                           r"|in\s+th(?:at|is)\s+case|because\s+of\s+th(?:at|is)|that|this|these"
                           r"|those|it|and|but)\b")
-LEAD_WORDS = 30  # a section's opening this short before the best sentence is quoted too
+LEAD_WORDS = 90  # a section's opening this short before the best sentence is quoted too
 ENTRY_LEAD_WORDS = 60  # and a definition-list entry's (its term and first sentences)
 
 
