@@ -15,8 +15,9 @@ _REFERS_BACK = re.compile(r"(?i)^(?:so|then|thus|therefore|hence|consequently|as
                           r"|that\s+way|this\s+way|with\s+th(?:at|is)"
                           r"|in\s+th(?:at|is)\s+case|because\s+of\s+th(?:at|is)|that|this|these"
                           r"|those|it|and|but)\b")
-LEAD_WORDS = 90  # a section's opening this short before the best sentence is quoted too
-ENTRY_LEAD_WORDS = 60  # and a definition-list entry's (its term and first sentences)
+# A section's (or definition-list entry's: its term and first sentences) opening this short
+# before the best sentence is quoted too.
+LEAD_WORDS = 90
 
 
 def section_lead(best: Passage, passages: Sequence[Passage]) -> list[Passage]:
@@ -32,10 +33,9 @@ def section_lead(best: Passage, passages: Sequence[Passage]) -> list[Passage]:
     # A list item that a sentence before it brought (it ends in ':') is quoted with it.
     before = [p for p in before if not any(o is not p and o.lines[0] < p.lines[0]
                                            and p.lines[1] <= o.lines[1] for o in before)]
-    limit = ENTRY_LEAD_WORDS if best.entry else LEAD_WORDS
     if not before or before[0] is not same[0] or same[0].sentence.continues \
             or (same[0].section < 0 and not best.entry) \
-            or sum(p.words for p in before) > limit:
+            or sum(p.words for p in before) > LEAD_WORDS:
         # "So, the prefix in this case is `/items`." says what the sentence before it
         # said: quote that one too.
         last = before[-1] if before else None
