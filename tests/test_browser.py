@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import shutil
 import socket
 import threading
 import time
@@ -396,3 +397,22 @@ def test_answers_are_rendered_as_markdown_without_markup(page, served):
     page.wait_for_selector("#viewer:not([hidden])")
     assert page.text_content("#index-version") not in page.text_content("#index-info")
 
+
+
+def test_a_notebook_citation_names_its_cell_on_the_page(browser, tmp_path):
+    docs = tmp_path / "docs"
+    shutil.copytree(Path(__file__).parent / "fixtures" / "formats", docs)
+    with serving(docs, tmp_path) as base:
+        context = browser.new_context()
+        try:
+            page = context.new_page()
+            page.goto(base + "/")
+            body = ask(page, "How do I drop the rows without answers before counting?")
+            cite = next(c for c in body["citations"] if c["source_path"] == "demo.ipynb")
+            assert cite["cell"] == 3
+            chip = page.locator(f"#chips .chip[data-label='{cite['label']}']")
+            assert "demo.ipynb:37 [cell 3, line 3]" in chip.text_content()
+            chip.click()
+            assert page.text_content("#viewer-range").endswith("[cell 3, line 3]")
+        finally:
+            context.close()

@@ -41,7 +41,17 @@ function show(id, visible) {
 function span(citation) {
   const lines = citation.start_line === citation.end_line
     ? `${citation.start_line}` : `${citation.start_line}-${citation.end_line}`;
-  return `${citation.source_path}:${lines}`;
+  return `${citation.source_path}:${lines}${cellPlace(citation)}`;
+}
+
+/** In a notebook, where the lines are as its author sees them, in the CLI's words:
+ * " [cell 3, lines 2-5]" ("from line 2" when they run on into a later cell). */
+function cellPlace(citation) {
+  if (citation.cell == null || !citation.cell_lines) return "";
+  const [first, last] = citation.cell_lines;
+  const span = citation.end_cell != null ? `from line ${first}`
+    : first === last ? `line ${first}` : `lines ${first}-${last}`;
+  return ` [cell ${citation.cell}, ${span}]`;
 }
 
 function clear(id) {
@@ -102,7 +112,8 @@ function showLines(citation, chip) {
   }
   $("viewer-label").textContent = citation.label;
   $("viewer-path").textContent = citation.source_path;
-  $("viewer-range").textContent = `lines ${citation.start_line}-${citation.end_line}`;
+  $("viewer-range").textContent =
+    `lines ${citation.start_line}-${citation.end_line}${cellPlace(citation)}`;
   $("viewer-heading").textContent = citation.heading || "(no heading)";
   $("viewer-heading").classList.toggle("muted", !citation.heading);
   $("viewer-note").textContent = citation.lines_note || "";
