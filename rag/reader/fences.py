@@ -1,11 +1,10 @@
 """Fenced blocks as the rendered page shows them.
 
 Where a fence closes (backticks and tildes as rag.reader.markdown reads them, and MyST's
-colon fences); which lines
-of a code block the page does not show (whole-line file includes, and the setup and
-directives of TypeScript twoslash examples); how a terminal session's lines read without
-their colouring tags; and MyST's admonition fences, whose content is prose in a box, not
-code. rag.reader.markup (what is embedded) and rag.reader.passages (what is quoted) both read fences
+colon fences); which lines of a code block the page does not show (whole-line file
+includes, and the setup and directives of TypeScript twoslash examples); how a terminal
+session's lines read without their colouring tags; and MyST's admonition fences, whose
+content is prose in a box, not code. rag.reader.markup (what is embedded) and rag.reader.passages (what is quoted) both read fences
 through this module, so they agree on what a reader sees.
 """
 

@@ -2,21 +2,23 @@
 fence rule of the code base.
 
 :func:`outline` parses a file's (or a chunk's) lines and says where the headings (ATX and
-setext) and the code blocks (fenced, at any depth) lie, in the
-numbering of the lines as given: a line of the input is a line of the outline, whatever it
-holds (a lone ``"\\r"``, which the parser would break a line on, is read as a blank).
-:func:`fence_run` and :func:`atx_heading` ask the same parser about a single line, for the
-few places that must judge a line without its document (a chunk that starts inside a code
-block, an answer's quoted code).
+setext) and the code blocks (fenced, at any depth) lie, in the numbering of the lines as
+given: a line of the input is a line of the outline, whatever it holds (a lone ``"\r"``,
+which the parser would break a line on, is read as a blank). :func:`fence_run` and
+:func:`atx_heading` ask the same parser about a single line, for the few places that must
+judge a line without its document (a chunk that starts inside a code block, an answer's
+quoted code).
 
-The parser is CommonMark with GFM tables, MkDocs admonitions (``!!! note``, ``??? tip``,
-mdit-py-plugins' ``admon``) and content tabs (``=== "pip"``, below), whose bodies are
-Markdown indented by four spaces, as the docs generator reads them: a fence or a heading
-inside one is a fence or a heading, not an indented code block.
+The parser is CommonMark with GFM tables and mdit-py-plugins' colon fences (MyST's
+``:::{note}``, Docusaurus' ``:::tip``: boxes of Markdown, read inside), plus MkDocs
+admonitions (``!!! note``, ``??? tip``) and content tabs (``=== "pip"``), whose bodies are
+Markdown indented by four spaces, as Python-Markdown reads them: a fence or a heading
+inside one is a fence or a heading.
 
-Two rules sit on top of the parser: a setext underline under a paragraph of more than
-``SETEXT_MAX_LINES`` lines does not make a heading (a heading is not a page), and headings
-inside block quotes are text of the quote, not the page's sections.
+Rules on top of the parser: a setext underline under a paragraph of more than
+``SETEXT_MAX_LINES`` lines makes no heading (a heading is not a page); a heading inside a
+block quote is text of the quote, not one of the page's sections; and an indented code
+block is text whose fences still open code (see :func:`outline`).
 """
 
 from __future__ import annotations
