@@ -7,7 +7,8 @@ import json
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from rag.reader.chunking import MAX_HEADING_CHARS, chunk_document, parse_document
+from rag.reader.chunking import chunk_document, parse_document
+from rag.reader.markdown import MAX_HEADING_CHARS
 from rag.reader.visibility import UnclearVisibility
 from tests.test_chunking import check_invariants, chunk, headings, words
 

@@ -13,8 +13,9 @@ from typing import TYPE_CHECKING
 
 from rag.core.terminal import one_line as safe
 from rag.core.text import content_words
-from rag.reader.fences import ANY_FENCE, closes_fence
+from rag.reader.fences import closes_fence
 from rag.reader.inline import outside_code
+from rag.reader.markdown import fence_run
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -76,10 +77,10 @@ def statement_lines(text: str, labels: str) -> list[Line]:
     out: list[Line] = []
     fence = ""
     for n, line in enumerate(text.split("\n")):
-        opens = ANY_FENCE.match(line)
+        opens = fence_run(line.lstrip())
         code = bool(fence) or bool(opens)
         if opens and not fence:
-            fence = opens.group(1)
+            fence = opens
         elif fence and closes_fence(line, fence):
             fence = ""
         shown = safe(line) if code else safe(_unemphasised(line))

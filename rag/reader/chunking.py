@@ -12,18 +12,18 @@ that is ``"\\n".join(parsed.lines[chunk.start_line - 1 : chunk.end_line])``, exc
 piece of one long line (below), whose ``start_col``/``end_col`` select its part of that
 line. So a citation can always be checked against the file.
 
-Rules (CommonMark where it matters for headings, simplified elsewhere):
+Rules (where headings and code blocks lie is :mod:`rag.reader.markdown`'s reading, on
+markdown-it-py):
 
 * Front matter: YAML (``---`` ... ``---`` or ``...``) or TOML (``+++`` ... ``+++``), only
   when the opening delimiter is line 1 and a closing one exists. It never appears in chunk
   text but counts in line numbers. A parse error gives ``{}``; the block is still skipped.
-* Headings: ATX (``#`` to ``######``, up to 3 leading spaces, optional closing ``#``s) and
-  setext (``===`` / ``---`` right under a paragraph of at most ``SETEXT_MAX_LINES``
-  lines). Lines inside fenced code blocks (```` ``` ```` or ``~~~``, 3+ chars, closed by
-  the same char at least as long) are never headings; a ``---`` after a blank line, a
-  fence, a heading, a list item or a block quote is a thematic break, not an underline.
-  A trailing attribute block such as ``{ #install }`` is left out of the heading name,
-  and a name over ``MAX_HEADING_CHARS`` is cut, ending in ``…``.
+* Headings: ATX and setext headings as CommonMark reads them (also inside list items,
+  MkDocs admonitions and content tabs; never inside code or a block quote), except that a
+  setext underline under more than ``SETEXT_MAX_LINES`` lines makes no heading. A trailing
+  attribute block such as ``{ #install }`` is left out of the heading name, and a name
+  over ``MAX_HEADING_CHARS`` is cut, ending in ``…``. Code blocks are fenced ones, at any
+  depth; code is never split at a blank line.
 * Heading path: the page title, then the names of the enclosing headings, joined by
   ``" > "``. The page title is the front matter's ``title``; a heading equal to it (case
   and spacing aside) at the top of a path is not repeated; a version marker before the
@@ -55,7 +55,6 @@ Rules (CommonMark where it matters for headings, simplified elsewhere):
 from __future__ import annotations
 
 import hashlib
-import re
 import tomllib
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -65,7 +64,7 @@ from typing import Any
 import yaml
 
 from rag.core.records import Chunk
-from rag.reader.fences import FENCE_CLOSE, FENCE_OPEN
+from rag.reader.markdown import cap, outline
 from rag.reader.markup import display_lines, is_mdx, version_marker
 from rag.reader.sizing import Sizer, Span, Unit, heading_path, merge_small, trim
 from rag.reader.visibility import read_visibility
@@ -74,21 +73,8 @@ HEADING_SEPARATOR = " > "
 # Raised whenever the rules change what chunks a file gives or what of a chunk is embedded
 # (rag.reader.markup's display); an index built under other rules re-chunks every file on the
 # next `rag index`, keeping a vector only where its chunk embeds the very same text.
-CHUNK_RULES = 11
+CHUNK_RULES = 12
 
-# Patterns are applied to single lines with fullmatch/match; cheap first-character checks
-# in _scan keep most lines away from them. None has two unbounded quantifiers that can
-# match the same characters next to each other, so each runs in linear time; trailing
-# blanks and closing `#`s are removed in code instead.
-_ATX = re.compile(r" {0,3}(#{1,6})(?:[ \t]+(.*))?")
-_ATTRIBUTES = re.compile(r"\{[ \t]*(?:[#.][^{}]*|/\*[^{}]*\*/[ \t]*)\}")  # {#id}, MDX {/*id*/}
-_SETEXT = re.compile(r" {0,3}(?:=+|-+)[ \t]*")
-# List items, block quotes and HTML blocks: a `---` that follows them is a thematic break.
-_CONTAINER = re.compile(r" {0,3}(?:(?:[-+*]|\d{1,9}[.)])(?:[ \t]|$)|>|<[A-Za-z/!?])")
-_INDENTED_CODE = re.compile(r" {0,3}\t| {4}")
-
-SETEXT_MAX_LINES = 4  # a longer paragraph above `===` is text: a heading is not a page
-MAX_HEADING_CHARS = 200
 _INDEX_STEMS = frozenset({"index", "_index", "readme"})
 
 # The C loader parses the same YAML as yaml.safe_load, several times faster.
@@ -265,7 +251,7 @@ def page_title(front_matter: dict[str, Any]) -> str | None:
     title = front_matter.get("title") if isinstance(front_matter, dict) else None
     if isinstance(title, bool) or not isinstance(title, str | int | float):
         return None
-    return _cap(" ".join(str(title).split())) or None
+    return cap(" ".join(str(title).split())) or None
 
 
 def file_title(path: str) -> str:
@@ -275,102 +261,19 @@ def file_title(path: str) -> str:
     if stem.lower() in _INDEX_STEMS and pure.parent.name:
         stem = pure.parent.name
     name = " ".join(stem.replace("-", " ").replace("_", " ").split()) or pure.name
-    return _cap(name[:1].upper() + name[1:])
-
-
-def _cap(name: str) -> str:
-    return name if len(name) <= MAX_HEADING_CHARS else name[: MAX_HEADING_CHARS - 1] + "…"
+    return cap(name[:1].upper() + name[1:])
 
 
 def _same(a: str, b: str) -> bool:
     return " ".join(a.split()).casefold() == " ".join(b.split()).casefold()
 
 
-def _heading_name(raw: str) -> str:
-    """Heading text without blanks around it and without a trailing ``{ #id }`` block (or
-    the ``{/*id*/}`` comment that MDX docs such as React's give a heading its id with)."""
-    name = raw.strip()
-    brace = name.rfind("{") if name.endswith("}") else -1
-    if brace >= 0 and _ATTRIBUTES.fullmatch(name, brace):
-        name = name[:brace].strip()
-    return _cap(name)
-
-
-def atx_heading(line: str) -> tuple[int, str] | None:
-    """(level, name) of an ATX heading line (``## Name {#id} ##``), else None.
-
-    The one heading rule: the chunker's heading paths and the answer side's passages both
-    read headings through it. Linear in the line's length, whatever the line holds.
-    """
-    atx = _ATX.fullmatch(line)
-    return (len(atx[1]), _atx_name(atx[2] or "")) if atx else None
-
-
-def _atx_name(rest: str) -> str:
-    """The name of an ATX heading from the text after its opening ``#``s."""
-    name = rest.rstrip(" \t")
-    without = name.rstrip("#")
-    if not without or without[-1] in " \t":  # a closing run of `#`s needs a blank before it
-        name = without
-    return _heading_name(name)
-
-
-def _is_thematic(line: str) -> bool:
-    """``***``, ``- - -``, ``___`` and the like: 3+ of one char, blanks allowed between."""
-    stripped = line.lstrip(" ")
-    if len(line) - len(stripped) > 3 or not stripped or stripped[0] not in "-*_":
-        return False
-    marks = stripped.replace(" ", "").replace("\t", "")
-    return len(marks) >= 3 and marks == stripped[0] * len(marks)
-
-
-def _scan(lines: list[str], body: int) -> tuple[list[tuple[int, int, str]], list[bool]]:
-    """Find headings as (first line, level, name) and mark lines inside code fences."""
-    fenced = [False] * len(lines)
-    headings: list[tuple[int, int, str]] = []
-    fence = ""  # the open fence's delimiter run, "" outside a fence
-    para: int | None = None  # first line of the paragraph a setext underline would close
-    blocked = False  # in a list item, quote or HTML block: no setext before a blank line
-    for i in range(body, len(lines)):
-        line = lines[i]
-        if fence:
-            fenced[i] = True
-            close = FENCE_CLOSE.fullmatch(line)
-            if close and close[1][0] == fence[0] and len(close[1]) >= len(fence):
-                fence = ""
-            continue
-        stripped = line.lstrip(" ")
-        if not stripped.strip():
-            para, blocked = None, False
-            continue
-        first = stripped[0]
-        if first in "`~" and (opening := FENCE_OPEN.fullmatch(line)):
-            if not (first == "`" and "`" in opening[2]):
-                fence, fenced[i], para = opening[1], True, None
-                continue
-        elif first == "#" and (atx := atx_heading(line)):
-            headings.append((i, *atx))
-            para, blocked = None, False
-            continue
-        elif (first in "=-" and para is not None and i - para <= SETEXT_MAX_LINES
-              and _SETEXT.fullmatch(line)):
-            name = " ".join(part.strip() for part in lines[para:i])
-            headings.append((para, 1 if first == "=" else 2, _heading_name(name)))
-            para = None
-            continue
-        if _CONTAINER.match(line):
-            para, blocked = None, True
-        elif _is_thematic(line):
-            para = None
-        elif para is None and not blocked and not _INDENTED_CODE.match(line):
-            para = i
-    return headings, fenced
-
-
 def _sections(doc: ParsedDoc, path: str) -> tuple[list[Section], list[bool]]:
     """Sections as (first line, last line, heading path), the page title at the root."""
     lines, body = doc.lines, doc.body_start - 1
-    headings, fenced = _scan(lines, body)
+    found = outline(lines, start=body)
+    headings = [(h.line, h.level, h.name) for h in found.headings]
+    fenced = found.in_code(len(lines))
     title = page_title(doc.front_matter)
     first_h1 = next((name for _, level, name in headings if level == 1 and name), None)
     page = title or (None if first_h1 else file_title(path))

@@ -1,10 +1,10 @@
 """Fenced blocks as the rendered page shows them.
 
-Where a fence opens and closes (backticks, tildes, and MyST's colon fences); which lines
-of a code block the page does not show (whole-line file includes, and the setup and
-directives of TypeScript twoslash examples); how a terminal session's lines read without
-their colouring tags; and MyST's admonition fences, whose content is prose in a box, not
-code. rag.reader.markup (what is embedded) and rag.reader.passages (what is quoted) both read fences
+Where a fence closes (backticks and tildes as rag.reader.markdown reads them, and MyST's
+colon fences); which lines of a code block the page does not show (whole-line file
+includes, and the setup and directives of TypeScript twoslash examples); how a terminal
+session's lines read without their colouring tags; and MyST's admonition fences, whose
+content is prose in a box, not code. rag.reader.markup (what is embedded) and rag.reader.passages (what is quoted) both read fences
 through this module, so they agree on what a reader sees.
 """
 
@@ -14,20 +14,7 @@ import html
 import re
 from collections.abc import Sequence
 
-# The one fence rule. A fence opens with three or more backticks or tildes, up to three
-# spaces in, and its info string; it closes with a run of the same character at least as
-# long, and nothing after it but spaces (CommonMark). ANY_FENCE also finds a fence indented
-# further, as in a list item.
-FENCE_OPEN = re.compile(r" {0,3}(`{3,}|~{3,})(.*)")
-FENCE_CLOSE = re.compile(r" {0,3}(`{3,}|~{3,})[ \t]*")
-ANY_FENCE = re.compile(r"^\s*(`{3,}|~{3,})")
-
-
-def fence_run(line: str) -> str:
-    """The backtick or tilde run of a fence line (up to three spaces in), or ""."""
-    match = FENCE_OPEN.match(line)
-    return match[1] if match else ""
-
+from rag.reader.markdown import MYST_ADMONITIONS, fence_run
 
 # A fenced block that shows a terminal session; FastAPI's docs colour its output with
 # HTML (rendered by termynal), which a reader never sees as text.
@@ -68,10 +55,7 @@ def closes_fence(line: str, fence: str) -> bool:
 
 # MyST directives whose content is prose a reader sees in a box (other directives, such as
 # {code-block} python, stay code), and how Sphinx titles the version ones.
-_MYST_ADMONITION = re.compile(
-    r"\{(attention|caution|danger|error|hint|important|note|seealso|tip|warning|admonition"
-    r"|dropdown|topic|sidebar|margin|versionadded|versionchanged|versionremoved|deprecated)\}"
-    r"[ \t]*(.*)")
+_MYST_ADMONITION = re.compile(r"\{(" + "|".join(MYST_ADMONITIONS) + r")\}[ \t]*(.*)")
 _VERSION_DIRECTIVES = {"versionadded": "New in version", "versionchanged": "Changed in version",
                        "versionremoved": "Removed in version", "deprecated": "Deprecated since version"}
 _DIRECTIVE_OPTION = re.compile(r":[\w-]+:(?:[ \t].*)?")

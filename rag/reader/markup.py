@@ -52,20 +52,17 @@ adjacent unbounded quantifiers), so no line can make it slow.
 
 from __future__ import annotations
 
-import itertools
 import re
 from collections.abc import Sequence
 
 from rag.reader.fences import (
-    ANY_FENCE,
-    closes_fence,
-    fence_run,
     hidden_code_lines,
     is_include,
     is_session_fence,
     myst_admonitions,
     session_line,
 )
+from rag.reader.markdown import Code, atx_heading, fence_run, outline
 
 SHORTCODE_MAX_LINES = 20  # a `{{<` not closed within this many lines is plain text
 
@@ -118,7 +115,6 @@ class _Scanner:
     def __init__(self, lines: Sequence[str], mdx: bool) -> None:
         self.lines = lines
         self.mdx = mdx
-        self.fence = ""
         self.session = False  # the open fence shows a terminal session
         self.in_comment = False
         self.shortcode_until = -1  # last line of a multi-line shortcode being skipped
@@ -127,6 +123,10 @@ class _Scanner:
         self.hidden: frozenset[int] = frozenset()  # lines of the open code block not shown
         self.admonitions = myst_admonitions(lines) if any("{" in line for line in lines) \
             else {}  # MyST fence lines: what the page shows for each
+        # Code blocks as the parser finds them: each line's block, and their openers.
+        self.code: dict[int, Code] = {}
+        for block in outline(list(lines)).code:
+            self.code.update(dict.fromkeys(range(block.first, block.last + 1), block))
 
     def line(self, i: int) -> str:
         line = self.lines[i]
@@ -137,10 +137,16 @@ class _Scanner:
                 self.indented = False
         if i in self.admonitions:
             return self.admonitions[i]
-        if self.fence:
-            if closes_fence(line, self.fence) and fence_run(line):
-                self.fence = ""
+        block = self.code.get(i)
+        if block is not None and i not in block.body:  # a fence line
+            if i == block.last and block.closed and block.last > block.first:
                 return line
+            text = self._comments(self._shortcodes(line, i))
+            self.session = is_session_fence(text)
+            self.hidden = frozenset(block.body[j] for j in hidden_code_lines(
+                [self.lines[k] for k in block.body]))
+            return text if text.strip() else ""
+        if block is not None:
             if i in self.hidden:
                 return ""
             line = self._shortcodes(line, i)
@@ -150,12 +156,6 @@ class _Scanner:
         text = self._comments(self._shortcodes(line, i))
         if not text.strip():
             return ""
-        if self.fence == "" and (run := fence_run(text)):
-            self.fence, self.session = run, is_session_fence(text)
-            body = list(itertools.takewhile(lambda line: not closes_fence(line, run),
-                                            itertools.islice(self.lines, i + 1, None)))
-            self.hidden = frozenset(i + 1 + j for j in hidden_code_lines(body))
-            return text
         return self._block_markup(text)
 
     def _shortcodes(self, line: str, i: int) -> str:
@@ -317,11 +317,9 @@ def is_mdx(path: str) -> bool:
 
 # --- a chunk that starts inside a code block --------------------------------------------------
 
-# A fence at any indent (inside a list item, tab or admonition); its run is group 1.
 _WORD_TOKEN = re.compile(r"^[A-Za-z][a-z'’-]*[,.;:!?)]?$")
 # Markdown that never sits inside a code block: a list item, a table row, an image, a link.
 _MARKDOWN_LINE = re.compile(r"^\s*(?:[-*+]\s+\S|\d+[.)]\s+\S|\||!\[|\[[^\]]*\]\()")
-_SECTION = re.compile(r"^#{1,6}\s+\S")  # a chunk that opens with a heading starts in prose
 _CODE_LINE = re.compile(r"^\s|^[{}\[\]()\"'<>#@/=;]|[{}\[\](),;:]$|\s=\s"
                         r"|^(?:from\s+[\w.]+\s+import|import\s+[\w.]+$|(?:async\s+)?def\s+\w+\("
                         r"|class\s+\w+[(:]|return\b|print\()")
@@ -340,6 +338,12 @@ def _prose(line: str) -> bool:
         words) * 6 and not _CODE_MARK.search(CODE_SPAN.sub("", line))  # spans aside
 
 
+def _opens_section(line: str) -> bool:
+    """A heading at the margin: a chunk that opens with one starts in prose (a "# note" set
+    in, under a list item or in a shell script, says nothing)."""
+    return not line[:1].isspace() and atx_heading(line) is not None
+
+
 def _names_language(fence: str) -> bool:
     return bool(fence.strip().lstrip("`~").strip())
 
@@ -356,7 +360,7 @@ def code_continuation(lines: Sequence[str]) -> int:
     is not code-like (a closing fence is followed by prose; an opening one by code). With
     no fence at all, every line must be code-like. Anything that reads as prose, a list,
     a table or a heading keeps it prose."""
-    fences = [i for i, line in enumerate(lines) if ANY_FENCE.match(line)]
+    fences = [i for i, line in enumerate(lines) if fence_run(line.lstrip())]
     end = fences[0] if fences else len(lines)
     if fences and _names_language(lines[end]):
         return 0  # "```python" opens a block
@@ -365,12 +369,12 @@ def code_continuation(lines: Sequence[str]) -> int:
         # only an opening fence does: the chunk starts inside a block its first fence closes.
         return end + 1
     before = [line for line in lines[:end] if line.strip()]
-    if len(before) < CODE_LIKE_LINES or _SECTION.match(before[0]) or not all(
+    if len(before) < CODE_LIKE_LINES or _opens_section(before[0]) or not all(
             _CODE_LINE.search(line) and not _prose(line) and not _MARKDOWN_LINE.match(line)
             for line in before):
         return 0
     after = next((line for line in lines[end + 1:] if HTML_TAG.sub("", line).strip()), "")
     if after and _CODE_LINE.search(after) and not _prose(after) \
-            and not _MARKDOWN_LINE.match(after) and not _SECTION.match(after):
+            and not _MARKDOWN_LINE.match(after) and not _opens_section(after):
         return 0  # the fence opens a block: code follows it
     return min(end + 1, len(lines))

@@ -14,10 +14,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from rag.reader.chunking import atx_heading
 from rag.reader.fences import (
-    ANY_FENCE,
-    closes_fence,
     hidden_code_lines,
     is_include,
     is_session_fence,
@@ -25,6 +22,7 @@ from rag.reader.fences import (
     session_line,
 )
 from rag.reader.inline import clean_inline, show_links, show_shortcodes, table_cells
+from rag.reader.markdown import outline
 from rag.reader.markup import (
     CODE_SPAN,
     VERSION_SHORTCODE,
@@ -103,25 +101,14 @@ def _unquote(line: str) -> str:
     return _ALERT.sub("", rest, count=1)
 
 
-def _unquoted(lines: Sequence[str]) -> list[str]:
-    """The lines without blockquote markers, except inside a code block opened outside a
+def _unquoted(lines: list[str]) -> list[str]:
+    """The lines without blockquote markers, except inside a code block outside a
     blockquote: there ">>> x" is a Python prompt, not a quote."""
-    out: list[str] = []
-    fence, quoted = "", False  # the open fence's run, and whether it sits in a quote
-    for line in lines:
-        if fence and not quoted:
-            out.append(line)
-            if closes_fence(line, fence):
-                fence = ""
-            continue
-        shown = _unquote(line)
-        out.append(shown)
-        opens = ANY_FENCE.match(shown)
-        if fence and closes_fence(shown, fence):
-            fence = ""
-        elif not fence and opens:
-            fence, quoted = opens.group(1), shown != line
-    return out
+    if not any(">" in line[:4] and _QUOTE_PREFIX.match(line) for line in lines):
+        return lines
+    code = {k for block in outline(lines).code if not block.quoted
+            for k in range(block.first, block.last + 1)}
+    return [line if k in code else _unquote(line) for k, line in enumerate(lines)]
 
 
 @dataclass(frozen=True)
@@ -134,8 +121,6 @@ class Block:
     lines: tuple[str, ...]
     heading: str  # the path of headings above it inside the chunk
     heading_line: int = -1  # 0-based chunk line of the nearest one; -1 when none
-    fact_line: int = -1  # chunk line of the nearest heading or marker holding a version or date
-    fact: str = ""  # that heading, or the marker as words ("New in 0.140.0")
     entry: bool = False  # a definition-list entry (a term line, then ": definition" lines)
     # or one option of a command's option list: a quote of it ends with it
     group: int = -1  # the entry's first line; blocks indented under an entry share it
@@ -189,8 +174,9 @@ def _table_rows(raw: Sequence[str]) -> set[int]:
 
 def _lazy_continuation(line: str) -> bool:
     """A line at the margin right below a list item that goes on with its text ("allow.
-    (Defaults 20)"), as Markdown reads it, rather than opening a heading, table or tag."""
-    return atx_heading(line) is None and not line.startswith(("|", ">", "<", ":", "{", "![")) \
+    (Defaults 20)"), as Markdown reads it, rather than opening a table or tag (a heading
+    the parser has found ends the item before this is asked)."""
+    return not line.startswith(("|", ">", "<", ":", "{", "![")) \
         and not set(line.strip()) <= set("-=*_ ")  # a rule or a heading's underline
 
 
@@ -203,12 +189,15 @@ def read_blocks(text: str, first_line_is_file_start: bool = False) -> list[Block
     rows = _table_rows(raw)
     blocks: list[Block] = []
     stack: list[tuple[int, str, int]] = []  # (level, text, line) of the open headings
-    heading, heading_line, fact_line, fact = "", -1, -1, ""
+    heading, heading_line = "", -1
     i = 0
     if first_line_is_file_start and raw and raw[0].strip() == "---":  # front matter
         end = next((j for j in range(1, len(raw)) if raw[j].strip() == "---"), None)
         i = end + 1 if end is not None else len(raw)
     in_code = 0 if first_line_is_file_start else code_continuation(raw)  # a split block's tail
+    parsed = outline(raw, start=max(i, in_code))
+    headings = {h.line: h for h in parsed.headings}
+    code = {c.first: c for c in parsed.code}
     current: list[int] = []
     header: tuple[str, ...] = ()  # column names of the table being read
 
@@ -234,7 +223,7 @@ def read_blocks(text: str, first_line_is_file_start: bool = False) -> list[Block
             owner = group if entry else in_entry(current[0])
             if quotable(lines):
                 blocks.append(Block(kind, current[0], current[-1], lines, heading, heading_line,
-                                    fact_line, fact, owner >= 0, owner,
+                                    owner >= 0, owner,
                                     header if kind == "row" else (),
                                     include > (blocks[-1].last if blocks else -1)))
             current.clear()
@@ -242,10 +231,10 @@ def read_blocks(text: str, first_line_is_file_start: bool = False) -> list[Block
     option_rows = _option_rows(raw)
     while i < len(raw):
         line = raw[i].strip()
-        if i in option_rows and not ANY_FENCE.match(line):  # a chunk can start inside the list
+        if i in option_rows and i not in code:  # a chunk can start inside the list
             flush()
             blocks.append(Block("item", i, i, (" ".join(line.split()),), heading,
-                                heading_line, fact_line, fact, entry=True, group=i))
+                                heading_line, entry=True, group=i))
             i += 1
             continue
         if i < in_code:  # the rest of a code block opened in an earlier chunk: not prose
@@ -254,47 +243,42 @@ def read_blocks(text: str, first_line_is_file_start: bool = False) -> list[Block
         if header and not (line.startswith("|") or i in rows):
             header = ()  # a table ends at the first line that is not one of its rows
         marker = version_marker(line)
-        if marker:  # when what follows arrived (or went) is a fact, as in a heading
-            fact_line, fact = i, marker
-            if not is_markup_line(line):  # inside a line it reads as its words
-                raw[i] = VERSION_SHORTCODE.sub(marker_words, raw[i])
-                line = raw[i].strip()
-        fence = ANY_FENCE.match(line)
-        if fence:
+        if marker and not is_markup_line(line):  # inside a line it reads as its words
+            raw[i] = VERSION_SHORTCODE.sub(marker_words, raw[i])
+            line = raw[i].strip()
+        block = code.get(i)
+        if block is not None:
             flush()
-            j = i + 1
-            while j < len(raw) and not closes_fence(raw[j], fence.group(1)):
-                j += 1
             # Code is quoted as written (an HTML template keeps its tags); only a terminal
             # session is shown without the tags that colour it.
             shown = session_line if is_session_fence(line) else str
-            hidden = hidden_code_lines(raw[i + 1:j])  # includes, twoslash setup
-            body = _dedent(tuple("" if k - i - 1 in hidden else shown(raw[k]).rstrip()
-                                 for k in range(i + 1, min(j, len(raw)))))
-            options = [k for k in range(i + 1, min(j, len(raw))) if k in option_rows]
+            inside = block.body
+            hidden = hidden_code_lines([raw[k] for k in inside])  # includes, twoslash setup
+            body = _dedent(tuple("" if n in hidden else shown(raw[k]).rstrip()
+                                 for n, k in enumerate(inside)))
+            options = [k for k in inside if k in option_rows]
             if options and len(options) * 2 > sum(map(bool, body)):
                 # A command's option list ("  -D, --buildDrafts   include drafts"): each
                 # option is quotable on its own, like a list item.
                 blocks.extend(Block("item", k, k, (" ".join(raw[k].split()),), heading,
-                                    heading_line, fact_line, fact, entry=True, group=k)
+                                    heading_line, entry=True, group=k)
                               for k in options if quotable((raw[k],)))
             elif any(b.strip() for b in body) and quotable(body, code=True):
                 owner = in_entry(i)
-                blocks.append(Block("code", i, min(j, len(raw) - 1), body, heading,
-                                    heading_line, fact_line, fact, owner >= 0, owner))
-            i = j + 1
+                blocks.append(Block("code", i, block.last, body, heading, heading_line,
+                                    owner >= 0, owner))
+            i = block.last + 1
             continue
-        atx = atx_heading(line)
+        found = headings.get(i)
         if _MARKUP.search(line):
             current.append(i)  # evidence markup: the whole paragraph it sits in is dropped
-        elif atx:
+        elif found:
             flush()
             group = -1
-            level, name = atx
-            stack = [h for h in stack if h[0] < level] + [(level, name, i)]
+            stack = [h for h in stack if h[0] < found.level] + [(found.level, found.name, i)]
             heading, heading_line = " > ".join(h[1] for h in stack), i
-            fact_line, fact = max(((h[2], h[1]) for h in stack if FACT.search(h[1])),
-                                  default=(-1, ""))
+            i = found.end + 1  # a setext heading's underline is part of it
+            continue
         elif not line or set(line) <= set("-=*_") or is_markup_line(line):
             flush()
             if is_include(line):
@@ -318,7 +302,7 @@ def read_blocks(text: str, first_line_is_file_start: bool = False) -> list[Block
             j = i + 1  # continuation lines of the item (indented, not a new item)
             while (j < len(raw) and raw[j].strip()
                    and (raw[j][:1].isspace() or _lazy_continuation(raw[j]))
-                   and not BULLET.match(raw[j]) and not ANY_FENCE.match(raw[j])
+                   and j not in headings and j not in code and not BULLET.match(raw[j])
                    and not is_markup_line(raw[j])):
                 current.append(j)
                 j += 1
@@ -336,3 +320,4 @@ def read_blocks(text: str, first_line_is_file_start: bool = False) -> list[Block
         i += 1
     flush()
     return blocks
+

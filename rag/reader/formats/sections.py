@@ -22,7 +22,7 @@ from collections.abc import Callable, Sequence
 from rag.core.records import Chunk
 from rag.reader.chunking import HEADING_SEPARATOR, Section, chunks_from_sections, file_title
 from rag.reader.formats.base import CODE, HEADING, ITEM, PARAGRAPH, ROW, FileBlock
-from rag.reader.passages import FACT, Block, quotable
+from rag.reader.passages import Block, quotable
 
 _PASSAGE_KIND = {PARAGRAPH: "prose", ITEM: "item", ROW: "row", CODE: "code"}
 
@@ -81,19 +81,17 @@ def passage_blocks(blocks: Sequence[FileBlock]) -> list[Block]:
     """Quotable blocks of a chunk read by a reader (lines 0-based in the chunk), in the
     shape rag.reader.passages gives for Markdown; headings are not blocks."""
     out: list[Block] = []
-    heading, heading_line, fact_line, fact = "", -1, -1, ""
+    heading, heading_line = "", -1
     for block in blocks:
         if block.kind == HEADING:
             heading, heading_line = HEADING_SEPARATOR.join(block.path), block.start - 1
-            fact_line, fact = next(((block.start - 1, name) for name in reversed(block.path)
-                                    if FACT.search(name)), (-1, ""))
             continue
         kind = _PASSAGE_KIND.get(block.kind)
         if kind is None or not any(line.strip() for line in block.lines) \
                 or not quotable(block.lines, code=kind == "code"):
             continue
         out.append(Block(kind, block.start - 1, block.end - 1, block.lines, heading,
-                         heading_line, fact_line, fact, header=block.header))
+                         heading_line, header=block.header))
     return out
 
 
