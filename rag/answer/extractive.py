@@ -188,9 +188,10 @@ def choose(question: str, passages: Sequence[Passage]) -> list[Quote]:
             words += p.words
     quotes: list[Quote] = []  # (a lead opens its section, so no other quote runs into it)
     for p in sorted(chosen, key=lambda c: (c.rank, c.lines[0])):
-        if p is best:  # it reads on, short of the next quote and within the answer's words
-            stop = min((c.lines[0] for c in chosen if c.evidence.label == p.evidence.label
-                        and c.lines[0] > p.lines[1]), default=0)
+        # every quote runs on short of the next quote of its chunk
+        stop = min((c.lines[0] for c in chosen if c.evidence.label == p.evidence.label
+                    and c.lines[0] > p.lines[1]), default=0)
+        if p is best:  # it reads on, within the answer's words
             others = sum(q.words for q in lead) + sum(c.words for c in chosen if c is not p)
             text, lines = _window_quote(p, max(best_words, READ_WORDS - others), stop,
                                         read_on=True)[:2]
@@ -199,9 +200,7 @@ def choose(question: str, passages: Sequence[Passage]) -> list[Quote]:
                 text = opening + _between(lead[-1], p, opening) + text
                 lines = (lead[0].lines[0], lines[1])
             text, lines = _with_heading_name(p, (text, lines))
-        else:  # a further quote runs on a little too, short of the next quote it meets
-            stop = min((c.lines[0] for c in chosen if c.evidence.label == p.evidence.label
-                        and c.lines[0] > p.lines[1]), default=0)
+        else:  # a further quote runs on a little too
             text, lines = _with_heading_name(p, _window_quote(p, FURTHER_WINDOW_WORDS, stop)[:2])
         prev = quotes[-1] if quotes else None
         if prev is not None and prev.label == p.evidence.label and 0 <= lines[0] - prev.lines[1] <= 2:
