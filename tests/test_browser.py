@@ -342,10 +342,14 @@ def test_the_page_streams_the_stages_with_a_timer_and_can_cancel(page, served, m
         page.locator("#status", has_text="Cancelled after").wait_for()
         assert page.is_enabled("#ask-button") and page.is_hidden("#cancel-button")
         assert page.is_hidden("#result")
+        deadline = time.monotonic() + 10  # the server sees the page leave the stream...
+        while "client left the stream" not in caplog.text:
+            assert time.monotonic() < deadline, "the server never saw the page cancel"
+            time.sleep(0.05)
     finally:
         release.set()
-    deadline = time.monotonic() + 10  # the server stops at the next stage, without answering
-    while "client left" not in caplog.text:
+    deadline = time.monotonic() + 10  # ...and stops at the next stage, without answering
+    while "stopped answering" not in caplog.text:
         assert time.monotonic() < deadline, "the server went on after the page cancelled"
         time.sleep(0.05)
     monkeypatch.undo()

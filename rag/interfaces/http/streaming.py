@@ -152,12 +152,16 @@ def stream_answer(pipeline: Pipeline, *, question: str, mode: str | None,
                 send(None)
 
         queued = _start(work)
+        finished = False
         try:
             while (item := await queue.get()) is not None:
                 yield item
+            finished = True
         finally:  # also when the client disconnected and this generator was closed
             gone.set()
             queued.cancel()
+            if not finished:
+                log.info("client left the stream of %r", question[:80])
 
     return StreamingResponse(events(), media_type=MEDIA_TYPE,
                              headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
