@@ -177,6 +177,9 @@ class Pipeline:
             return Answer(answer=INSUFFICIENT, statements=(), citations=(),
                           insufficient_evidence=True, **base)
         t0 = time.perf_counter()
+        searched = getattr(self.retriever, "embed_query", None)
+        if searched is not None and self._embedder() is not None:  # the vector search made
+            self.scorer().remember(question, searched(question))
         ok, base["abstention"] = self.answerable(question, evidence, groups)
         timings["abstain"] = time.perf_counter() - t0
         if not ok:

@@ -191,3 +191,25 @@ def test_the_abstention_model_decides_before_any_model_call(docs, tmp_path, sett
     pipeline._abstention = None
     with pytest.raises(ConfigError, match="abstention_model"):
         pipeline.ask(PORT_QUESTION)
+
+
+def test_an_ask_embeds_its_question_once(docs, tmp_path, settings):
+    """The search's question vector is the one the evidence is scored against: embedding
+    the question again would cost a first ask a tenth of its time."""
+    from rag.indexer.embedding import FakeEmbedder
+
+    embedder = FakeEmbedder(name="fake-embedder-asked-once")  # no vector cached for it yet
+    pipeline = _extractive(docs, tmp_path, settings, embedder)
+    question = "Which address does Tidewatch bind to by default?"
+    seen: list[str] = []
+    embed = embedder.embed_batch
+
+    def recording(texts):
+        seen.extend(texts)
+        return embed(texts)
+
+    embedder.embed_batch = recording
+    answer = pipeline.ask(question)
+    assert "127.0.0.1" in answer.answer
+    assert seen.count(question) == 1
+    assert len(seen) > 1  # and the evidence sentences were embedded, against that vector

@@ -149,6 +149,12 @@ class PassageScorer:
                 _VECTORS[(name, text)] = vec
         return np.stack([_VECTORS[(name, t)] for t in texts])
 
+    def remember(self, text: str, vector: np.ndarray) -> None:
+        """Take a vector the embedder already made for this text (the question's, from
+        the search), so that scoring the evidence does not embed it again."""
+        if self.embedder is not None:
+            _VECTORS[(self.embedder.name, text)] = np.asarray(vector, dtype=np.float32).reshape(-1)
+
     def passages(self, question: str, evidence: Sequence[Evidence]) -> list[Passage]:
         """Every quotable passage of the evidence, scored, best first. The abstention check
         and the answer that follows score the same question and evidence: the second call
