@@ -479,8 +479,11 @@ def test_a_sentence_that_points_back_is_quoted_with_the_one_before_it() -> None:
     intro = ("Routers group the path operations of one part of a bigger application, and "
              "each of them can declare the tags, responses and dependencies that all of its "
              "path operations share.")  # too long to open the quote as the section's lead
-    text = (f"## Prefix\n\n{LONG_OPENING}{intro} The router prefix must not include a "
-            "final slash. "
+    # A paragraph that fits in an answer is quoted whole; this one is too long for that.
+    steps = " ".join(f"Step {n} of the guide adds the files, commands and settings of that "
+                     "part of the larger project." for n in range(1, 7))
+    text = (f"## Prefix\n\n{LONG_OPENING}{intro} {steps} The router prefix must not "
+            "include a final slash. "
             "So, the router prefix in this case is `/items`.")
     statements, quotes = answer("What is the router prefix in this case?",
                                 [evidence("E1", text, path="tutorial/bigger.md")])
@@ -818,3 +821,20 @@ def test_scores_do_not_depend_on_what_was_scored_before() -> None:
     for q, ev in ((two_part, first), ("How do I start the server?", swapped), (two_part, first)):
         assert _scores(scorer.passages(q, ev)) == fresh[q]
         assert _scores(PassageScorer(embedder).passages(q, ev)) == fresh[q]
+
+
+def test_a_first_quote_is_its_whole_paragraph_and_the_code_after_it() -> None:
+    # The fact sits mid-paragraph, and the example after the paragraph is what a reader
+    # would copy: the first quote is the paragraph, from its start, and that code block.
+    text = ("## Digest authentication\n\n"
+            "Digest authentication is a challenge-response scheme. Unlike basic "
+            "authentication it never sends the password, so it suits plain HTTP.\n\n"
+            "```python\nauth = DigestAuth(username=\"olivia\", password=\"secret\")\n"
+            "client = Client(auth=auth)\nresponse = client.get(url)\n```\n")
+    shown = [evidence("E1", text, path="auth.md", start=10)]
+    statements, quotes = answer("Can digest authentication be used over plain HTTP?", shown,
+                                FakeEmbedder())
+    quoted = statements[0][0]
+    assert quoted.startswith("Digest authentication is a challenge-response scheme.")
+    assert "```\nauth = DigestAuth(" in quoted
+    assert quotes[0] == (12, 18)  # through the closing fence

@@ -1,26 +1,30 @@
 """Extractive answers: quote the evidence passage that answers the question; no model.
 
-Sentences are scored by rag/answer/scoring.py. The answer quotes the best passage verbatim, from
-its section's opening when that is a few words before it (or from the sentence before it,
-when it points back: "So, ..."), running on through its section, plus the code block, list
-or table that a sentence ending in ":" introduces; a question in parts gets a quote for each
-part the first leaves open. Each quote carries the file lines it came from, so its
-citation is line-precise.
+Sentences are scored by rag/answer/scoring.py; the best one chooses the place. The first
+quote is the whole passage that holds it (its paragraph, list, table or code block), then
+what follows in its section, read on sentence by sentence into the next paragraph, and what
+comes just before it, within the answer's words (or, when that passage alone is too long,
+the sentence read on through its section, from its section's opening when that is a few
+words before it). A question in parts gets a quote for each part the first leaves open.
+Each quote carries the file lines it came from, so its citation is line-precise.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from itertools import pairwise
+from functools import lru_cache
+from itertools import dropwhile, pairwise
 
 from rag.answer.leads import section_lead
+from rag.answer.passage import Unit, units
 from rag.answer.questions import (
     MAX_PARTS,
     Part,
     asks_when,
     question_parts,
 )
+from rag.answer.quoting import code_fence
 from rag.answer.scoring import (
     READ_WORDS,
     WINDOW_WORDS,
@@ -29,8 +33,10 @@ from rag.answer.scoring import (
     is_release_note,
     share,
 )
+from rag.core.records import Chunk
 from rag.core.text import word_count
-from rag.reader.passages import FACT, NAME_HEADING, is_labelled_fact
+from rag.reader.formats import quote_blocks
+from rag.reader.passages import FACT, NAME_HEADING, Block, is_labelled_fact
 
 __all__ = ["PassageScorer", "Quote", "choose"]
 
@@ -104,6 +110,103 @@ def _window_quote(p: Passage, limit: int = WINDOW_WORDS, stop: int = 0, *,
         words += q.words
     text = _joined(taken)
     return text, (p.lines[0], taken[-1].lines[1]), word_count(text)
+
+
+# A first quote is whole passages: the paragraph, list, table or code block that holds
+# the best sentence, then what follows it in its section, and what comes before it.
+BACK_WORDS = 40  # words of the section before the best passage a first quote reads back to
+
+
+@lru_cache(maxsize=1024)
+def _units(chunk: Chunk) -> tuple[Unit, ...]:
+    return tuple(units(quote_blocks(chunk)))
+
+
+def _shown(blocks: Sequence[Block], mine: Sequence[Passage], base: int,
+           ) -> tuple[str, tuple[int, int]]:
+    """Blocks as a quote shows them, with the last file line shown: a prose block, list item
+    or table row as its sentences (one ending in ':' brings what it introduces), and a code
+    block that no sentence brought as the code the page shows, fenced; and the file lines
+    from the first shown to the last."""
+    text, first, last, brought, prev = "", -1, base + blocks[0].first, -1, None
+    said: set[str] = set()
+    for b in blocks:
+        if base + b.last <= brought:
+            continue
+        if b.kind == "code":
+            body = list(dropwhile(lambda line: not line.strip(), b.lines))
+            while body and not body[-1].strip():
+                body.pop()
+            if body:
+                fence = code_fence(body)
+                text += ("\n" if text else "") + "\n".join([fence, *body, fence])
+                first = base + b.first if first < 0 else first
+                last, prev = base + b.last, None
+            continue
+        for q in mine:
+            if q.block != b or q.lines[1] <= brought or q.text in said:
+                continue  # (a tip repeated in each tab is quoted once)
+            said.add(q.text)
+            text += (_between(prev, q, text) if prev else "\n" if text else "") + q.text
+            first = q.lines[0] if first < 0 else first
+            last, prev = q.lines[1], q
+            if q.text != q.sentence.text:
+                brought = q.lines[1]
+    return text, (first, last)
+
+
+def _passage_quote(p: Passage, limit: int, stop: int, passages: Sequence[Passage],
+                   ) -> tuple[str, tuple[int, int]] | None:
+    """The first quote as whole passages of the best one's section: its own, those after
+    it while they fit (then the next paragraph's sentences, as far as they fit), and those
+    before it up to BACK_WORDS; within ``limit`` words and short of file line ``stop``.
+    None for a definition-list entry or an option (its quote ends with it), or when its own
+    passage alone is too long or runs into ``stop``."""
+    chunk = p.evidence.chunk
+    found = _units(chunk)
+    at = next((i for i, u in enumerate(found) if p.block in u.blocks), None)
+    if at is None or p.entry:
+        return None
+    base = chunk.start_line
+    mine = sorted((q for q in passages if q.evidence is p.evidence), key=lambda q: q.order)
+    sizes = [word_count(_shown(u.blocks, mine, base)[0]) for u in found]
+    if sizes[at] > limit or (stop and base + found[at].blocks[-1].last >= stop):
+        return None
+    heading = found[at].blocks[0].heading
+    lo, hi, words, back = at, at + 1, sizes[at], 0
+
+    def fits(i: int) -> bool:
+        return words + sizes[i] <= limit and found[i].blocks[0].heading == heading \
+            and not any(b.entry for b in found[i].blocks) \
+            and not (stop and base + found[i].blocks[-1].last >= stop)
+
+    while True:
+        if hi < len(found) and fits(hi):
+            words += sizes[hi]
+            hi += 1
+        elif lo > 0 and fits(lo - 1) and back + sizes[lo - 1] <= BACK_WORDS:
+            lo -= 1
+            words += sizes[lo]
+            back += sizes[lo]
+        else:
+            break
+    blocks = [b for u in found[lo:hi] for b in u.blocks]
+    text, (start, end) = _shown(blocks, mine, base)
+    if not text:
+        return None
+    if hi < len(found) and found[hi].kind == "prose" and found[hi].blocks[0].heading == heading:
+        first, final = base + found[hi].blocks[0].first, base + found[hi].blocks[-1].last
+        prev = next((q for q in reversed(mine) if q.lines[1] <= end), None)
+        for q in mine:  # the paragraph after, as far as its sentences fit
+            if not first <= q.lines[0] <= q.lines[1] <= final:
+                continue
+            if words + q.words > limit or (stop and q.lines[1] >= stop) \
+                    or q.text != q.sentence.text:
+                break
+            text += (_between(prev, q, text) if prev else "\n") + q.text
+            words += q.words
+            end, prev = q.lines[1], q
+    return text, (start, end)
 
 
 def run_on_lines(p: Passage) -> tuple[int, int]:
@@ -191,7 +294,13 @@ def choose(question: str, passages: Sequence[Passage]) -> list[Quote]:
         # every quote runs on short of the next quote of its chunk
         stop = min((c.lines[0] for c in chosen if c.evidence.label == p.evidence.label
                     and c.lines[0] > p.lines[1]), default=0)
-        if p is best:  # it reads on, within the answer's words
+        whole = None
+        if p is best:
+            others = sum(c.words for c in chosen if c is not p)
+            whole = _passage_quote(p, max(best_words, READ_WORDS - others), stop, passages)
+        if whole is not None:
+            text, lines = _with_heading_name(p, whole)
+        elif p is best:  # it reads on, within the answer's words
             others = sum(q.words for q in lead) + sum(c.words for c in chosen if c is not p)
             text, lines = _window_quote(p, max(best_words, READ_WORDS - others), stop,
                                         read_on=True)[:2]
