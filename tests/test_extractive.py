@@ -838,3 +838,24 @@ def test_a_first_quote_is_its_whole_paragraph_and_the_code_after_it() -> None:
     assert quoted.startswith("Digest authentication is a challenge-response scheme.")
     assert "```\nauth = DigestAuth(" in quoted
     assert quotes[0] == (12, 18)  # through the closing fence
+
+
+def test_a_first_quote_reads_on_into_a_long_list_item_by_item() -> None:
+    # The list after the answer is too long to quote whole: its first items are quoted,
+    # as many as the answer's words allow, each on its own line.
+    items = "".join(f"* Step {n} checks the {word} settings of the build and reports what it "
+                    f"found there to the console.\n"
+                    for n, word in enumerate(("cache", "output", "theme", "plugin", "search",
+                                              "server", "locale", "feed", "asset", "link",
+                                              "image", "menu"), start=1))
+    text = ("## Checks\n\nThe doctor command runs twelve checks on a site before it is built, "
+            "in this order.\n\n" + items)
+    shown = [evidence("E1", text, path="doctor.md", start=1)]
+    statements, quotes = answer("What does the doctor command check before a build?", shown,
+                                FakeEmbedder())
+    quoted = statements[0][0]
+    assert quoted.startswith("The doctor command runs twelve checks")
+    assert "\nStep 1 checks the cache settings" in quoted
+    assert "Step 12" not in quoted  # the budget ends the list, at an item's end
+    assert quoted.rstrip().endswith("to the console.")
+    assert quotes[0][0] == 3

@@ -158,8 +158,9 @@ def _shown(blocks: Sequence[Block], mine: Sequence[Passage], base: int,
 def _passage_quote(p: Passage, limit: int, stop: int, passages: Sequence[Passage],
                    ) -> tuple[str, tuple[int, int]] | None:
     """The first quote as whole passages of the best one's section: its own, those after
-    it while they fit (then the next paragraph's sentences, as far as they fit), and those
-    before it up to BACK_WORDS; within ``limit`` words and short of file line ``stop``.
+    it while they fit (then the next paragraph's sentences or list's items, as far as they
+    fit), and those before it up to BACK_WORDS; within ``limit`` words and short of file
+    line ``stop``.
     None for a definition-list entry or an option (its quote ends with it), or when its own
     passage alone is too long or runs into ``stop``."""
     chunk = p.evidence.chunk
@@ -194,10 +195,12 @@ def _passage_quote(p: Passage, limit: int, stop: int, passages: Sequence[Passage
     text, (start, end) = _shown(blocks, mine, base)
     if not text:
         return None
-    if hi < len(found) and found[hi].kind == "prose" and found[hi].blocks[0].heading == heading:
+    # then the paragraph (or list) after, sentence by sentence (item by item) while they fit
+    if hi < len(found) and found[hi].kind in ("prose", "item") \
+            and found[hi].blocks[0].heading == heading:
         first, final = base + found[hi].blocks[0].first, base + found[hi].blocks[-1].last
         prev = next((q for q in reversed(mine) if q.lines[1] <= end), None)
-        for q in mine:  # the paragraph after, as far as its sentences fit
+        for q in mine:
             if not first <= q.lines[0] <= q.lines[1] <= final:
                 continue
             if words + q.words > limit or (stop and q.lines[1] >= stop) \
