@@ -240,3 +240,21 @@ def test_myst_admonitions_show_their_content_as_prose_and_code_stays_code() -> N
 def test_an_mdx_comment_giving_a_heading_its_id_is_not_part_of_the_heading() -> None:
     blocks = read_blocks("## Caveats {/*caveats*/}\n\nCall it at the top level of a component.\n")
     assert [b.heading for b in blocks] == ["Caveats"]
+
+
+def test_nested_myst_admonitions_are_boxes_and_a_fence_shown_as_code_is_not() -> None:
+    # The parser pairs the fences: a box in a box, and a box's fence quoted in a code block
+    # (how a docs page shows MyST syntax), which stays code.
+    text = ("`````{note}\nThe outer box holds a note the reader sees on the page.\n\n"
+            "````{tip} Careful\nThe inner box warns the reader about one setting.\n\n"
+            "```python\nz = 3\n```\n````\n`````\n\n"
+            "~~~markdown\n```{note}\nShown as code.\n```\n~~~\n")
+    assert clean_markup(text).split("\n") == [
+        "The outer box holds a note the reader sees on the page.", "", "Careful",
+        "The inner box warns the reader about one setting.", "", "```python", "z = 3", "```",
+        "", "~~~markdown", "```{note}", "Shown as code.", "```", "~~~"]
+    assert [s.text for s in passage_sentences(read_blocks(text))] == [
+        "The outer box holds a note the reader sees on the page.",
+        "Careful The inner box warns the reader about one setting."]
+    assert [b.lines for b in read_blocks(text) if b.kind == "code"] == [
+        ("z = 3",), ("```{note}", "Shown as code.", "```")]

@@ -3,9 +3,10 @@
 Where a fence closes (backticks and tildes as rag.reader.markdown reads them, and MyST's
 colon fences); which lines of a code block the page does not show (whole-line file
 includes, and the setup and directives of TypeScript twoslash examples); how a terminal
-session's lines read without their colouring tags; and MyST's admonition fences, whose
-content is prose in a box, not code. rag.reader.markup (what is embedded) and rag.reader.passages (what is quoted) both read fences
-through this module, so they agree on what a reader sees.
+session's lines read without their colouring tags; and what the page shows for the fence
+lines of MyST's admonitions (paired by rag.reader.markdown's parser), whose content is
+prose in a box, not code. rag.reader.markup (what is embedded) and rag.reader.passages (what
+is quoted) both read fences through this module, so they agree on what a reader sees.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import html
 import re
 from collections.abc import Sequence
 
-from rag.reader.markdown import MYST_ADMONITIONS, fence_run
+from rag.reader.markdown import MYST_ADMONITIONS, MYST_BOX, Code, fence_run, outline
 
 # A fenced block that shows a terminal session; FastAPI's docs colour its output with
 # HTML (rendered by termynal), which a reader never sees as text.
@@ -68,32 +69,29 @@ def _colon_run(line: str) -> str:
     return run if len(run) >= 3 and len(line) - len(stripped) <= 3 else ""
 
 
-def myst_admonitions(lines: Sequence[str]) -> dict[int, str]:
+def myst_admonitions(lines: Sequence[str], boxes: Sequence[Code] | None = None,
+                     ) -> dict[int, str]:
     """The fence lines of MyST admonitions and the option lines after an opener, each with
     what the page shows in its place ("" for none, an opener's argument or version title).
-    Their content lines are not in the map: they are prose."""
+    Their content lines are not in the map: they are prose. ``boxes``: the admonitions as
+    rag.reader.markdown's outline found them (read here when not given)."""
+    if boxes is None:
+        boxes = outline(list(lines)).boxes if any(MYST_BOX.search(line) for line in lines) \
+            else []
     shown: dict[int, str] = {}
-    code = ""  # an open code block's fence
-    open_runs: list[str] = []  # fences of the admonitions open around this line
-    i = 0
-    while i < len(lines):
-        line = lines[i]
-        run = fence_run(line.lstrip()) or _colon_run(line)
-        if code:
-            code = "" if run and closes_fence(line, code) else code
-        elif run and open_runs and closes_fence(line, open_runs[-1]):
+    for box in boxes:
+        m = _MYST_ADMONITION.fullmatch(box.info)
+        if m is None:
+            continue
+        title = _VERSION_DIRECTIVES.get(m[1], "")
+        shown[box.first] = f"{title} {m[2].strip()}:" if title else m[2].strip()
+        i = box.first
+        while i + 1 < min(len(lines), box.last + (0 if box.closed else 1)) \
+                and _DIRECTIVE_OPTION.fullmatch(lines[i + 1].strip()):
+            i += 1
             shown[i] = ""
-            open_runs.pop()
-        elif run and (m := _MYST_ADMONITION.fullmatch(line.strip()[len(run):].strip())):
-            title = _VERSION_DIRECTIVES.get(m[1], "")
-            shown[i] = f"{title} {m[2].strip()}:" if title else m[2].strip()
-            open_runs.append(run)
-            while i + 1 < len(lines) and _DIRECTIVE_OPTION.fullmatch(lines[i + 1].strip()):
-                i += 1
-                shown[i] = ""
-        elif run and run[0] != ":":  # (a colon fence is no code block)
-            code = run
-        i += 1
+        if box.closed:
+            shown[box.last] = ""
     return shown
 
 

@@ -24,7 +24,7 @@ block is text whose fences still open code (see :func:`outline`).
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
@@ -40,7 +40,7 @@ _ATTRIBUTES = re.compile(r"\{[ \t]*(?:[#.][^{}]*|/\*[^{}]*\*/[ \t]*)\}")  # {#id
 MYST_ADMONITIONS = ("attention", "caution", "danger", "error", "hint", "important", "note",
                     "seealso", "tip", "warning", "admonition", "dropdown", "topic", "sidebar",
                     "margin", "versionadded", "versionchanged", "versionremoved", "deprecated")
-_MYST_BOX = re.compile(r"\{(?:" + "|".join(MYST_ADMONITIONS) + r")\}")
+MYST_BOX = re.compile(r"\{(?:" + "|".join(MYST_ADMONITIONS) + r")\}")
 # An admonition's or a collapsible block's marker and type ("!!! note", '???+ tip "Title"'),
 # or a content tab's marker and title ('=== "pip"').
 _BOX = re.compile(r"(?:(?:!!!|\?\?\?\+?)[ \t]+[\w-]+(?:[ \t]+[\w-]+)*(?:[ \t]+\"[^\"\n]*\")?"
@@ -76,6 +76,7 @@ class Code:
 class Outline:
     headings: list[Heading]
     code: list[Code]
+    boxes: list[Code] = field(default_factory=list)  # MyST admonitions (```{note} ... ```)
 
     def in_code(self, count: int) -> list[bool]:
         """For each of ``count`` lines: does it lie in a code block (fences included)?"""
@@ -167,14 +168,15 @@ def outline(lines: list[str], *, start: int = 0) -> Outline:
     """
     headings: list[Heading] = []
     code: list[Code] = []
-    _read(_at_margin(lines[start:] if start else lines), start, 0, headings, code)
-    return Outline(headings, code)
+    boxes: list[Code] = []
+    _read(_at_margin(lines[start:] if start else lines), start, 0, headings, code, boxes)
+    return Outline(headings, code, boxes)
 
 
 def _read(lines: list[str], offset: int, quotes: int, headings: list[Heading],
-          code: list[Code]) -> None:
-    """Headings and code of ``lines`` into the lists, numbered from ``offset``; ``quotes``
-    counts the block quotes open around them."""
+          code: list[Code], boxes: list[Code]) -> None:
+    """Headings, code and MyST boxes of ``lines`` into the lists, numbered from ``offset``;
+    ``quotes`` counts the block quotes open around them."""
     tokens = _tokens(lines)
     for k, token in enumerate(tokens):
         kind = token.type
@@ -195,16 +197,19 @@ def _read(lines: list[str], offset: int, quotes: int, headings: list[Heading],
             first, stop = token.map
             inside = _at_margin(lines[first:stop])
             if inside != lines[first:stop]:  # (indented by tabs, it holds no fence)
-                _read(inside, offset + first, quotes, [], code)
+                _read(inside, offset + first, quotes, [], code, boxes)
         elif kind in ("fence", "colon_fence") and token.map:
             first, stop = token.map
             # The content's lines; one more in the map is the closing fence.
             body = token.content.count("\n") + (not token.content.endswith("\n"))
             closed = stop - first - 1 > body
             info = token.info.strip()
-            if kind == "colon_fence" or _MYST_BOX.match(info):  # a box of prose: read inside
+            if kind == "colon_fence" or MYST_BOX.match(info):  # a box of prose: read inside
+                if MYST_BOX.match(info):
+                    boxes.append(Code(first + offset, stop - 1 + offset, token.markup, info,
+                                      closed, quotes > 0))
                 _read(lines[first + 1:first + 1 + body], offset + first + 1, quotes,
-                      headings, code)
+                      headings, code, boxes)
                 continue
             code.append(Code(first + offset, stop - 1 + offset, token.markup, info, closed,
                              quotes > 0))

@@ -121,11 +121,12 @@ class _Scanner:
         self.shortcode_closer = ""
         self.indented = False  # inside the 4-space-indented body of an MkDocs admonition
         self.hidden: frozenset[int] = frozenset()  # lines of the open code block not shown
-        self.admonitions = myst_admonitions(lines) if any("{" in line for line in lines) \
-            else {}  # MyST fence lines: what the page shows for each
+        found = outline(list(lines))
+        # MyST fence lines: what the page shows for each
+        self.admonitions = myst_admonitions(lines, found.boxes)
         # Code blocks as the parser finds them: each line's block, and their openers.
         self.code: dict[int, Code] = {}
-        for block in outline(list(lines)).code:
+        for block in found.code:
             self.code.update(dict.fromkeys(range(block.first, block.last + 1), block))
 
     def line(self, i: int) -> str:
