@@ -124,10 +124,10 @@ def _units(chunk: Chunk) -> tuple[Unit, ...]:
 
 def _shown(blocks: Sequence[Block], mine: Sequence[Passage], base: int,
            ) -> tuple[str, tuple[int, int]]:
-    """Blocks as a quote shows them, with the last file line shown: a prose block, list item
-    or table row as its sentences (one ending in ':' brings what it introduces), and a code
-    block that no sentence brought as the code the page shows, fenced; and the file lines
-    from the first shown to the last."""
+    """Blocks as a quote shows them, and the file lines from the first shown to the last: a
+    prose block, list item or table row as its sentences (one ending in ':' brings what it
+    introduces), and a code block that no sentence brought as the code the page shows,
+    fenced."""
     text, first, last, brought, prev = "", -1, base + blocks[0].first, -1, None
     said: set[str] = set()
     for b in blocks:
@@ -160,9 +160,8 @@ def _passage_quote(p: Passage, limit: int, stop: int, passages: Sequence[Passage
     """The first quote as whole passages of the best one's section: its own, those after
     it while they fit (then the next paragraph's sentences or list's items, as far as they
     fit), and those before it up to BACK_WORDS; within ``limit`` words and short of file
-    line ``stop``.
-    None for a definition-list entry or an option (its quote ends with it), or when its own
-    passage alone is too long or runs into ``stop``."""
+    line ``stop``. None for a definition-list entry or an option (its quote ends with it),
+    or when its own passage alone is too long or runs into ``stop``."""
     chunk = p.evidence.chunk
     found = _units(chunk)
     at = next((i for i, u in enumerate(found) if p.block in u.blocks), None)
@@ -297,21 +296,19 @@ def choose(question: str, passages: Sequence[Passage]) -> list[Quote]:
         # every quote runs on short of the next quote of its chunk
         stop = min((c.lines[0] for c in chosen if c.evidence.label == p.evidence.label
                     and c.lines[0] > p.lines[1]), default=0)
-        whole = None
-        if p is best:
+        if p is best:  # its passages, or it reads on, within the answer's words
             others = sum(c.words for c in chosen if c is not p)
             whole = _passage_quote(p, max(best_words, READ_WORDS - others), stop, passages)
-        if whole is not None:
+            if whole is None:
+                others += sum(q.words for q in lead)
+                text, lines = _window_quote(p, max(best_words, READ_WORDS - others), stop,
+                                            read_on=True)[:2]
+                if lead:
+                    opening = _joined(lead)
+                    text = opening + _between(lead[-1], p, opening) + text
+                    lines = (lead[0].lines[0], lines[1])
+                whole = text, lines
             text, lines = _with_heading_name(p, whole)
-        elif p is best:  # it reads on, within the answer's words
-            others = sum(q.words for q in lead) + sum(c.words for c in chosen if c is not p)
-            text, lines = _window_quote(p, max(best_words, READ_WORDS - others), stop,
-                                        read_on=True)[:2]
-            if lead:
-                opening = _joined(lead)
-                text = opening + _between(lead[-1], p, opening) + text
-                lines = (lead[0].lines[0], lines[1])
-            text, lines = _with_heading_name(p, (text, lines))
         else:  # a further quote runs on a little too
             text, lines = _with_heading_name(p, _window_quote(p, FURTHER_WINDOW_WORDS, stop)[:2])
         prev = quotes[-1] if quotes else None
