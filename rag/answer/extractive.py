@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
-from itertools import dropwhile, pairwise
+from itertools import pairwise
 
 from rag.answer.leads import section_lead
 from rag.answer.passage import Unit, units
@@ -24,7 +24,7 @@ from rag.answer.questions import (
     asks_when,
     question_parts,
 )
-from rag.answer.quoting import code_fence
+from rag.answer.quoting import fenced
 from rag.answer.scoring import (
     READ_WORDS,
     WINDOW_WORDS,
@@ -134,12 +134,9 @@ def _shown(blocks: Sequence[Block], mine: Sequence[Passage], base: int,
         if base + b.last <= brought:
             continue
         if b.kind == "code":
-            body = list(dropwhile(lambda line: not line.strip(), b.lines))
-            while body and not body[-1].strip():
-                body.pop()
-            if body:
-                fence = code_fence(body)
-                text += ("\n" if text else "") + "\n".join([fence, *body, fence])
+            code = fenced(b.lines)
+            if code:
+                text += ("\n" if text else "") + code
                 first = base + b.first if first < 0 else first
                 last, prev = base + b.last, None
             continue

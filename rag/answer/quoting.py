@@ -74,6 +74,22 @@ def code_fence(body: Sequence[str]) -> str:
 _BACKTICKS = re.compile(r"`{3,}")
 
 
+def _last_shown(lines: Sequence[str]) -> int:
+    """How many lines there are up to the last one with something on it."""
+    return next((k + 1 for k in range(len(lines) - 1, -1, -1) if lines[k].strip()), 0)
+
+
+def fenced(lines: Sequence[str]) -> str:
+    """A code block's lines as an answer shows them: fenced, without the blank lines at its
+    start and end (lines the page does not show, such as twoslash setup, are blank in the
+    block); "" when nothing is left."""
+    body = list(itertools.dropwhile(lambda line: not line.strip(), lines[:_last_shown(lines)]))
+    if not body:
+        return ""
+    fence = code_fence(body)
+    return "\n".join([fence, *body, fence])
+
+
 def quote(sentence: Sentence, attached: list[tuple[Block, int]]) -> tuple[str, int]:
     """The quote text and its last chunk line; code it brings is fenced (```), so that every
     reader of the answer, the web page's Markdown among them, shows it as code."""
@@ -81,14 +97,12 @@ def quote(sentence: Sentence, attached: list[tuple[Block, int]]) -> tuple[str, i
     last = sentence.last
     for block, kept in attached:
         if block.kind == "code":
-            body = list(block.lines[:kept])
-            while body and not body[-1].strip():
-                body.pop()
-            last = block.first + len(body)  # the opening fence is block.first
-            # Lines the page does not show (twoslash setup) are blank in the block.
-            body = list(itertools.dropwhile(lambda line: not line.strip(), body))
-            fence = code_fence(body)
-            parts.append("\n".join([fence, *body, fence]))
+            shown = block.lines[:kept]
+            # the opening fence is block.first; trailing blank lines are not quoted
+            last = block.first + _last_shown(shown)
+            code = fenced(shown)
+            if code:  # (an empty block, all of it hidden, shows nothing)
+                parts.append(code)
             if kept >= len(block.lines):
                 last = block.last
         else:  # a list item or table row as the page shows its text (entities, tags, links)
