@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
@@ -10,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from rag.core.config import Settings
-from rag.core.errors import IndexBusyError, IndexingError
+from rag.core.errors import IndexBusyError, IndexingError, RetrievalError
 from rag.indexer.indexing import build_index
 from rag.pipeline import open_retriever
 from rag.stores import postgres
@@ -157,6 +158,7 @@ def test_a_database_from_before_keeps_no_paths_or_word_counts_readable(docs, pg_
     run_sql(pg_dsn, "DELETE FROM rag_files")
     run_sql(pg_dsn, "CREATE TABLE rag_df (version_id bigint, term text, df integer)")
     run_sql(pg_dsn, "ALTER TABLE rag_versions ADD COLUMN avg_len double precision")
+    run_sql(pg_dsn, "COMMENT ON TABLE rag_versions IS NULL")  # no schema mark back then
     assert run_sql(pg_dsn, "SELECT count(*) FROM rag_versions WHERE manifest ? 'files'") == [(1,)]
     with open(docs / "install.md", "a", encoding="utf-8") as fh:
         fh.write("\nOne more line about installing.\n")
@@ -203,6 +205,58 @@ def test_a_loaded_version_is_pinned_until_the_server_moves_on(docs, pg_dsn, embe
     assert fresh.index.path.name != old.index.path.name
     current = run_sql(pg_dsn, "SELECT count(*) FROM rag_versions WHERE is_current")
     assert current == [(1,)]
+
+
+def test_a_reindex_never_waits_on_a_reader_of_an_up_to_date_database(docs, pg_dsn, embedder):
+    """Readers lock tables one by one; a re-index that took exclusive locks on several (its
+    schema statements, run every time) could deadlock with a server's search."""
+    import threading
+
+    import psycopg
+
+    settings = pg_settings(pg_dsn)
+    build_index(docs, UNUSED, settings, embedder)
+    (docs / "faq.md").write_text("# FAQ\n\nTides come twice a day.\n", encoding="utf-8")
+    reports: list = []
+    with psycopg.connect(pg_dsn) as reader:  # a search mid-transaction holds its tables
+        for table in ("rag_versions", "rag_files", "rag_chunks", "rag_vectors", "rag_terms"):
+            reader.execute(f"SELECT count(*) FROM {table}")
+        writer = threading.Thread(
+            target=lambda: reports.append(build_index(docs, UNUSED, settings, embedder)))
+        writer.start()
+        writer.join(60)
+        finished = not writer.is_alive()
+        reader.rollback()
+    writer.join(60)
+    assert finished, "the re-index waited for the reader's locks"
+    assert reports[0].changed == ["faq.md"]
+
+
+def test_a_search_crossed_by_a_deadlock_is_run_again(docs, pg_dsn, embedder, monkeypatch):
+    """PostgreSQL aborts one side of a deadlock; a read changes nothing, so it is retried."""
+    import psycopg
+
+    settings = pg_settings(pg_dsn)
+    build_index(docs, UNUSED, settings, embedder)
+    retriever = open_retriever(UNUSED, settings, embedder)
+    pool, failures = retriever.index.pool, []
+    real = pool.connection
+
+    @contextlib.contextmanager
+    def connection():
+        with real() as conn:
+            if len(failures) < 2:
+                failures.append(1)
+                raise psycopg.errors.DeadlockDetected("deadlock detected")
+            yield conn
+
+    monkeypatch.setattr(pool, "connection", connection)
+    hits = retriever.search(QUERIES[0], k=3, mode="lexical")
+    assert len(failures) == 2 and hits and "8080" in hits[0].chunk.text
+    failures.clear()
+    monkeypatch.setattr(postgres, "RETRIES", 1)  # a deadlock every time: one clear line
+    with pytest.raises(RetrievalError, match="index database query failed: deadlock detected"):
+        retriever.search("install from source", k=3, mode="lexical")
 
 
 def test_second_writer_stops_with_one_line(docs, pg_dsn, embedder):
@@ -380,6 +434,7 @@ def test_chunks_keep_their_reader_and_a_database_from_before_still_answers(docs,
     assert hits[0].chunk.source_path == "options.txt" and hits[0].chunk.format == "rst"
 
     run_sql(pg_dsn, "ALTER TABLE rag_chunks DROP COLUMN format")
+    run_sql(pg_dsn, "COMMENT ON TABLE rag_versions IS NULL")  # no schema mark back then
     retriever = open_retriever(UNUSED, settings, embedder)
     with Pipeline(UNUSED, settings, generator="extractive", retriever=retriever) as pipeline:
         answer = pipeline.ask(QUERIES[0])

@@ -37,7 +37,7 @@ from rag.indexer.common import (
 from rag.indexer.embedding import Embedder
 from rag.stores.folder import Manifest
 from rag.stores.lexical import chunk_tokens
-from rag.stores.pg_schema import ADVISORY_KEY, connect, schema_sql, where
+from rag.stores.pg_schema import ADVISORY_KEY, connect, ensure_schema, hnsw_sql, where
 
 KEEP_VERSIONS = 3  # the current one and two before it, for servers still pinned to them
 BATCH = 256  # vectors committed together
@@ -80,8 +80,7 @@ def build_index(
     conn = connect(dsn, vectors=False)
     try:
         with writer_lock(conn, dsn):
-            conn.execute(schema_sql(embedder.dimension, settings))
-            conn.commit()
+            ensure_schema(conn, embedder.dimension, settings)
             from pgvector.psycopg import register_vector
 
             register_vector(conn)
@@ -110,7 +109,7 @@ def _build(conn: Any, docs_root: Path, settings: Settings, embedder: Embedder, r
     unique = dict(zip(hashes, texts))
     have = set() if rebuild else _existing(conn, "rag_vectors", list(unique))
     todo = [h for h in unique if h not in have]
-    with _bulk_load(conn, settings, embedder.dimension):
+    with _bulk_load(conn, settings):
         _store_vectors(conn, todo, unique, embedder, settings, progress, replace=rebuild)
     report.chunks_embedded = len(todo)
     report.chunks_reused = sum(h in have for h in hashes)
@@ -135,7 +134,7 @@ def switch_version(conn: Any, version_id: int) -> None:
 
 
 @contextmanager
-def _bulk_load(conn: Any, settings: Settings, dimension: int) -> Iterator[None]:
+def _bulk_load(conn: Any, settings: Settings) -> Iterator[None]:
     """Into an empty table, load vectors first and build the HNSW graph once afterwards
     (scripts/store_parity.py, which loads the 3,516 FastAPI vectors: 2.5 min -> 1.1 min)."""
     empty = not conn.execute("SELECT EXISTS (SELECT 1 FROM rag_vectors)").fetchone()[0]
@@ -143,9 +142,9 @@ def _bulk_load(conn: Any, settings: Settings, dimension: int) -> Iterator[None]:
         conn.execute("DROP INDEX IF EXISTS rag_vectors_hnsw")
     conn.commit()
     yield
-    if empty:  # the schema creates the index (IF NOT EXISTS); a crash before it is redone
+    if empty:  # a crash before the index is built again: ensure_schema builds it
         conn.execute("SET maintenance_work_mem = '256MB'")
-        conn.execute(schema_sql(dimension, settings))
+        conn.execute(hnsw_sql(settings))
         conn.commit()
 
 
@@ -275,13 +274,12 @@ def import_vectors(settings: Settings, folder: Any) -> int:
     conn = connect(dsn, vectors=False)
     try:
         with writer_lock(conn, dsn):
-            conn.execute(schema_sql(folder.manifest.dimension, settings))
-            conn.commit()
+            ensure_schema(conn, folder.manifest.dimension, settings)
             register_vector(conn)
             by_hash = {sha256_hex(embed_text(c).encode("utf-8")): c for c in folder.chunks}
             have = _existing(conn, "rag_vectors", list(by_hash))
             todo = [h for h in by_hash if h not in have]
-            with _bulk_load(conn, settings, int(folder.manifest.dimension)):
+            with _bulk_load(conn, settings):
                 _copy_vectors(conn, todo, by_hash, folder)
     finally:
         conn.close()

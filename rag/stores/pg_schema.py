@@ -26,6 +26,7 @@ has that text. The table owner (the indexer) is not subject to it.
 
 from __future__ import annotations
 
+import hashlib
 import queue
 import threading
 from collections.abc import Iterator
@@ -55,8 +56,6 @@ CREATE TABLE IF NOT EXISTS rag_vectors (
     content_hash text PRIMARY KEY,
     embedding vector({dim}) NOT NULL
 );
-CREATE INDEX IF NOT EXISTS rag_vectors_hnsw ON rag_vectors
-    USING hnsw (embedding vector_cosine_ops) WITH (m = {m}, ef_construction = {efc});
 CREATE TABLE IF NOT EXISTS rag_terms (
     term text NOT NULL,
     content_hash text NOT NULL,
@@ -101,6 +100,9 @@ CREATE TABLE IF NOT EXISTS rag_files (
     visibility text[] NOT NULL DEFAULT '{{}}',
     PRIMARY KEY (version_id, path)
 );
+"""
+HNSW = """CREATE INDEX IF NOT EXISTS rag_vectors_hnsw ON rag_vectors
+    USING hnsw (embedding vector_cosine_ops) WITH (m = {m}, ef_construction = {efc});
 """
 # Who may see a row: public, or one of the groups the server set for this transaction.
 _ALLOWED = "visibility = '{}' OR visibility && string_to_array(current_setting('rag.groups', " \
@@ -215,7 +217,30 @@ def pool(dsn: str) -> Pool:
 
 def schema_sql(dimension: int, settings: Any) -> str:
     """The DDL above for this embedding dimension and these HNSW settings."""
-    m = int(settings.index.hnsw_m)  # pgvector wants ef_construction >= 2 * m
-    return SCHEMA.format(dim=int(dimension), m=m,
-                         efc=max(int(settings.index.hnsw_ef_construction), 2 * m)) + "".join(
+    return SCHEMA.format(dim=int(dimension)) + hnsw_sql(settings) + "".join(
         _policy(table, using) for table, using in POLICIES.items())
+
+
+def hnsw_sql(settings: Any) -> str:
+    """The vectors' HNSW index, built with these settings if it is missing."""
+    m = int(settings.index.hnsw_m)  # pgvector wants ef_construction >= 2 * m
+    return HNSW.format(m=m, efc=max(int(settings.index.hnsw_ef_construction), 2 * m))
+
+
+def ensure_schema(conn: Any, dimension: int, settings: Any) -> None:
+    """Create or bring up to date the tables, unless this very DDL already ran here.
+
+    The DDL takes exclusive locks on several tables in one transaction, and a reader's query
+    locks them one by one: run on every `rag index`, it could deadlock with a server's
+    search. A database it has run on is marked with the DDL's hash (a comment on
+    rag_versions; a database from before has none); the HNSW index is checked as well, as
+    a bulk load drops it and a crash can stop before it is built again.
+    """
+    sql = schema_sql(dimension, settings)
+    mark = "rag schema " + hashlib.sha256(sql.encode("utf-8")).hexdigest()[:16]
+    row = conn.execute("SELECT to_regclass('rag_vectors_hnsw') IS NOT NULL AND "
+                       "obj_description(to_regclass('rag_versions'), 'pg_class') = %s",
+                       (mark,)).fetchone()
+    if not row[0]:
+        conn.execute(sql + f"COMMENT ON TABLE rag_versions IS '{mark}';")
+    conn.commit()

@@ -28,6 +28,10 @@ from rag.core.text import index_terms
 from rag.stores.folder import Manifest
 from rag.stores.pg_schema import Pool, pool, where
 
+# A deadlock or serialization failure aborts one query that a writer's locks crossed;
+# PostgreSQL's advice is to run it again (a read is idempotent).
+TRANSIENT = ("40P01", "40001")
+RETRIES = 3
 STALE_CHECK_S = 1.0  # how often a server asks which version is current
 COUNT_CACHE = 128  # group sets whose visible counts are kept (as rag.retriever.retrieval.FILTER_CACHE)
 K1, B = 1.5, 0.75  # bm25s defaults (Lucene BM25), so scores equal the folder store's
@@ -117,20 +121,25 @@ class PostgresIndex:
         """One query in its own transaction, with the groups set for row-level security."""
         import psycopg
 
-        try:
-            with self.pool.connection() as conn, conn.transaction():
-                conn.execute(
-                    "SELECT set_config('rag.groups', %s, true), "
-                    "set_config('hnsw.ef_search', %s, true), "
-                    "set_config('enable_indexscan', %s, true)",
-                    (",".join(sorted(groups)), str(min(1000, self.ef_search)),
-                     "off" if exact else "on"))
-                rows = conn.execute(sql, {**params, "v": self.version_id,
-                                          "groups": sorted(groups)}).fetchall()
-        except psycopg.Error as exc:
-            first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-            raise RetrievalError(f"index database query failed: {first}") from None
-        return list(rows)
+        attempt = 0
+        while True:
+            try:
+                with self.pool.connection() as conn, conn.transaction():
+                    conn.execute(
+                        "SELECT set_config('rag.groups', %s, true), "
+                        "set_config('hnsw.ef_search', %s, true), "
+                        "set_config('enable_indexscan', %s, true)",
+                        (",".join(sorted(groups)), str(min(1000, self.ef_search)),
+                         "off" if exact else "on"))
+                    return list(conn.execute(sql, {**params, "v": self.version_id,
+                                                   "groups": sorted(groups)}).fetchall())
+            except psycopg.Error as exc:
+                if exc.sqlstate in TRANSIENT and attempt < RETRIES:
+                    attempt += 1
+                    time.sleep(0.05 * attempt)  # a read changes nothing: run it again
+                    continue
+                first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+                raise RetrievalError(f"index database query failed: {first}") from None
 
     def visible_count(self, groups: frozenset[str]) -> int:
         """How many chunks of this version these groups may see."""
