@@ -144,10 +144,17 @@ def _parser() -> MarkdownIt:
 _PARSER = _parser()
 
 
-def _tokens(lines: list[str]) -> list[Any]:
+def _tokens(lines: list[str]) -> tuple[Any, ...]:
     # The parser breaks lines on "\r" too; read as a blank, it keeps the numbering as given.
-    src = "\n".join(line.replace("\r", " ") if "\r" in line else line for line in lines)
-    return _PARSER.parse(src)
+    return _parse("\n".join(line.replace("\r", " ") if "\r" in line else line
+                            for line in lines))
+
+
+@lru_cache(maxsize=8)
+def _parse(src: str) -> tuple[Any, ...]:
+    """The block tokens of src. A file's body is read twice as it is chunked (its sections,
+    then what each line shows), and the tokens are only read, so the second read reuses them."""
+    return tuple(_PARSER.parse(src))
 
 
 def _at_margin(lines: list[str]) -> list[str]:
@@ -218,7 +225,7 @@ def _read(lines: list[str], offset: int, quotes: int, headings: list[Heading],
 @lru_cache(maxsize=4096)
 def _alone(line: str) -> tuple[str, str, int, str]:
     """(type, markup, level, name) of the first block a line read alone makes."""
-    tokens = _tokens([line])
+    tokens = _PARSER.parse(line.replace("\r", " "))  # (its own cache, not _parse's)
     if not tokens:
         return "", "", 0, ""
     first = tokens[0]
