@@ -68,3 +68,28 @@ def test_single_line_rules_ask_the_same_parser() -> None:
     assert fence_run("    ```") == "" and fence_run("```a`b") == ""  # code; an info with `
     assert atx_heading("## Name {#id} ##") == (2, "Name")
     assert atx_heading("#5 bolt") is None and atx_heading("    # code") is None
+
+
+def test_list_items_and_table_rows_are_what_the_parser_reads() -> None:
+    """A number ending a wrapped line opens no list ("between 0 and\\n255. If..."), a lazy
+    line goes on with its item, an item may hold a quote, and a table is a table only with
+    its delimiter row; a piece of a table an earlier chunk began still reads as rows."""
+    text = ("A `u8` holds values between 0 and\n255. If you go past it, it overflows.\n\n"
+            "- Set `port`\nto listen elsewhere.\n- > Quoted warning.\n\n"
+            "| Key | Default |\n| --- | --- |\n| port | 8080 |\n\n"
+            "a | b\n\n| host | localhost |\n| user | admin |\n")
+    blocks = [(b.kind, b.lines, b.header) for b in read_blocks(text, True)]
+    assert blocks == [
+        ("prose", ("A `u8` holds values between 0 and",
+                   "255. If you go past it, it overflows."), ()),
+        ("item", ("- Set `port`", "to listen elsewhere."), ()),
+        ("item", ("- > Quoted warning.",), ()),  # (shown without its markers)
+        ("row", ("| port | 8080 |",), ("Key", "Default")),
+        ("prose", ("a | b",), ()),
+        ("row", ("| host | localhost |",), ()), ("row", ("| user | admin |",), ())]
+
+
+def test_an_html_comment_is_never_quoted_however_many_paragraphs_it_holds() -> None:
+    text = ("Shown first.\n\n<!-- A note to maintainers.\n\nAnswer: the password is hunter2."
+            "\n\n* an item nobody sees\n-->\n\nShown after.\n")
+    assert [b.lines for b in read_blocks(text, True)] == [("Shown first.",), ("Shown after.",)]

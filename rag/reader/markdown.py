@@ -77,6 +77,11 @@ class Outline:
     headings: list[Heading]
     code: list[Code]
     boxes: list[Code] = field(default_factory=list)  # MyST admonitions (```{note} ... ```)
+    # A list item's opening paragraph: its first line -> its last (0-based, inclusive).
+    items: dict[int, int] = field(default_factory=dict)
+    # A table's lines: "header", "delimiter" or "row".
+    rows: dict[int, str] = field(default_factory=dict)
+    comments: set[int] = field(default_factory=set)  # lines of HTML comments: never shown
 
     def in_code(self, count: int) -> list[bool]:
         """For each of ``count`` lines: does it lie in a code block (fences included)?"""
@@ -173,38 +178,54 @@ def outline(lines: list[str], *, start: int = 0) -> Outline:
     item or admonition its indented lines belong to, and docs dialects disagree on indented
     code (MDX has none; kramdown reads an HTML block to its closing tag).
     """
-    headings: list[Heading] = []
-    code: list[Code] = []
-    boxes: list[Code] = []
-    _read(_at_margin(lines[start:] if start else lines), start, 0, headings, code, boxes)
-    return Outline(headings, code, boxes)
+    found = Outline([], [], [])
+    _read(_at_margin(lines[start:] if start else lines), start, 0, found)
+    return found
 
 
-def _read(lines: list[str], offset: int, quotes: int, headings: list[Heading],
-          code: list[Code], boxes: list[Code]) -> None:
-    """Headings, code and MyST boxes of ``lines`` into the lists, numbered from ``offset``;
-    ``quotes`` counts the block quotes open around them."""
+def _read(lines: list[str], offset: int, quotes: int, found: Outline,
+          headings: bool = True) -> None:
+    """Headings (unless not ``headings``), code, MyST boxes, list items and table lines of
+    ``lines`` into ``found``, numbered from ``offset``; ``quotes`` counts the block quotes
+    open around them."""
     tokens = _tokens(lines)
+    code, boxes = found.code, found.boxes
     for k, token in enumerate(tokens):
         kind = token.type
         if kind == "blockquote_open":
             quotes += 1
         elif kind == "blockquote_close":
             quotes -= 1
-        elif kind == "heading_open" and not quotes and token.map:
+        elif kind == "list_item_open" and token.map:
+            # The item's text: the paragraph its first line opens ("- > quoted" too).
+            j = k + 1
+            while j < len(tokens) and (not tokens[j].map or tokens[j].type == "blockquote_open"):
+                j += 1
+            opening = tokens[j] if j < len(tokens) else None
+            if opening is not None and opening.type == "paragraph_open" \
+                    and opening.map[0] == token.map[0]:
+                found.items[opening.map[0] + offset] = opening.map[1] - 1 + offset
+        elif kind == "html_block" and token.map and token.content.lstrip().startswith("<!--"):
+            found.comments.update(range(token.map[0] + offset, token.map[1] + offset))
+        elif kind == "tr_open" and token.map:
+            row = "header" if tokens[k - 1].type == "thead_open" else "row"
+            found.rows[token.map[0] + offset] = row
+            if row == "header":
+                found.rows[token.map[1] + offset] = "delimiter"
+        elif kind == "heading_open" and headings and not quotes and token.map:
             first, stop = token.map
             setext = token.markup in ("=", "-")
             if setext and stop - first - 1 > SETEXT_MAX_LINES:
                 continue
             text = tokens[k + 1].content
             name = " ".join(part.strip() for part in text.split("\n")) if setext else text
-            headings.append(Heading(first + offset, stop - 1 + offset, int(token.tag[1]),
-                                    heading_name(name)))
+            found.headings.append(Heading(first + offset, stop - 1 + offset,
+                                          int(token.tag[1]), heading_name(name)))
         elif kind == "code_block" and token.map:  # text, as said above; headings stay text
             first, stop = token.map
             inside = _at_margin(lines[first:stop])
             if inside != lines[first:stop]:  # (indented by tabs, it holds no fence)
-                _read(inside, offset + first, quotes, [], code, boxes)
+                _read(inside, offset + first, quotes, found, headings=False)
         elif kind in ("fence", "colon_fence") and token.map:
             first, stop = token.map
             # The content's lines; one more in the map is the closing fence.
@@ -215,8 +236,8 @@ def _read(lines: list[str], offset: int, quotes: int, headings: list[Heading],
                 if MYST_BOX.match(info):
                     boxes.append(Code(first + offset, stop - 1 + offset, token.markup, info,
                                       closed, quotes > 0))
-                _read(lines[first + 1:first + 1 + body], offset + first + 1, quotes,
-                      headings, code, boxes)
+                _read(lines[first + 1:first + 1 + body], offset + first + 1, quotes, found,
+                      headings)
                 continue
             code.append(Code(first + offset, stop - 1 + offset, token.markup, info, closed,
                              quotes > 0))

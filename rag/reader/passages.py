@@ -61,7 +61,6 @@ _ADDRESSED = re.compile(
     r"from\s+now\s+on,?\s+you|system\s+(?:note|prompt)|do\s+not\s+mention|cite\s+e\d+)\b"
 )
 FACT = re.compile(r"\b(?:v?\d+\.\d+(?:\.\d+)?|\d{4}-\d{2}-\d{2})\b")
-_DELIMITER_ROW = re.compile(r"\|?[ \t]*:?-+:?[ \t]*(?:\|[ \t]*:?-+:?[ \t]*)+\|?")
 # A section named by one identifier, flag or command ("## `date_from_datetime_inexact`",
 # "### `vite preview`", "## server.port", "## envPrefix", "### --save-dev, -D"), as in
 # reference pages: its first sentence ("This error is raised when...") says what the name
@@ -158,35 +157,12 @@ def quotable(lines: Sequence[str], code: bool = False) -> bool:
         code or "<!--" not in CODE_SPAN.sub("", text))  # a hidden comment, not `<!-- x -->`
 
 
-def _table_rows(raw: Sequence[str]) -> set[int]:
-    """Lines of pipe tables written without a leading "|" (``a|b`` over ``:--|:-:``)."""
-    rows: set[int] = set()
-    for d, line in enumerate(raw):
-        if d == 0 or "|" not in line or not _DELIMITER_ROW.match(line.strip()) \
-                or "|" not in raw[d - 1]:
-            continue
-        j = d - 1
-        while j < len(raw) and "|" in raw[j] and raw[j].strip():
-            rows.add(j)
-            j += 1
-    return rows
-
-
-def _lazy_continuation(line: str) -> bool:
-    """A line at the margin right below a list item that goes on with its text ("allow.
-    (Defaults 20)"), as Markdown reads it, rather than opening a table or tag (a heading
-    the parser has found ends the item before this is asked)."""
-    return not line.startswith(("|", ">", "<", ":", "{", "![")) \
-        and not set(line.strip()) <= set("-=*_ ")  # a rule or a heading's underline
-
-
 def read_blocks(text: str, first_line_is_file_start: bool = False) -> list[Block]:
     """Blocks of a chunk's Markdown in order; markup lines and headings are not blocks."""
     raw = [show_shortcodes(line) for line in _unquoted(text.split("\n"))]
     if "{" in text:  # MyST admonition fences: their content is prose, not code
         for k, text_shown in myst_admonitions(raw).items():
             raw[k] = text_shown
-    rows = _table_rows(raw)
     blocks: list[Block] = []
     stack: list[tuple[int, str, int]] = []  # (level, text, line) of the open headings
     heading, heading_line = "", -1
@@ -198,6 +174,7 @@ def read_blocks(text: str, first_line_is_file_start: bool = False) -> list[Block
     parsed = outline(raw, start=max(i, in_code))
     headings = {h.line: h for h in parsed.headings}
     code = {c.first: c for c in parsed.code}
+    items, rows = parsed.items, parsed.rows  # list items' text, tables' lines
     current: list[int] = []
     header: tuple[str, ...] = ()  # column names of the table being read
 
@@ -237,10 +214,15 @@ def read_blocks(text: str, first_line_is_file_start: bool = False) -> list[Block
                                 heading_line, entry=True, group=i))
             i += 1
             continue
-        if i < in_code:  # the rest of a code block opened in an earlier chunk: not prose
+        if i < in_code or i in parsed.comments:  # the rest of a code block opened in an
+            flush()                               # earlier chunk, or hidden: not prose
             i += 1
             continue
-        if header and not (line.startswith("|") or i in rows):
+        # A row outside a table the parser found: a piece of one whose header an earlier
+        # chunk holds.
+        row = rows.get(i) or ("" if not line.startswith("|") else "delimiter" if all(
+            set(c) <= set(":- ") for c in table_cells(line)) else "row")
+        if header and not row:
             header = ()  # a table ends at the first line that is not one of its rows
         marker = version_marker(line)
         if marker and not is_markup_line(line):  # inside a line it reads as its words
@@ -279,33 +261,23 @@ def read_blocks(text: str, first_line_is_file_start: bool = False) -> list[Block
             heading, heading_line = " > ".join(h[1] for h in stack), i
             i = found.end + 1  # a setext heading's underline is part of it
             continue
-        elif not line or set(line) <= set("-=*_") or is_markup_line(line):
+        elif not line or set(line) <= set("-=*_ ") or is_markup_line(line):
             flush()
             if is_include(line):
                 include = i
-        elif line.startswith("|") or i in rows:
+        elif row:
             flush()
-            cells = table_cells(line)
-            below = raw[i + 1].strip() if i + 1 < len(raw) else ""
-            if all(set(c) <= set(":- ") for c in cells):
-                pass  # the delimiter row
-            elif _DELIMITER_ROW.fullmatch(below):
-                header = tuple(show_links(clean_inline(c)) for c in cells)  # names, not a fact
-            else:
+            if row == "header":
+                header = tuple(show_links(clean_inline(c)) for c in table_cells(line))
+            elif row == "row":  # (a header names the columns; it states no fact)
                 current.append(i)
                 flush("row")
             i += 1
             continue
-        elif BULLET.match(line):
+        elif i in items:
             flush()
-            current.append(i)
-            j = i + 1  # continuation lines of the item (indented, not a new item)
-            while (j < len(raw) and raw[j].strip()
-                   and (raw[j][:1].isspace() or _lazy_continuation(raw[j]))
-                   and j not in headings and j not in code and not BULLET.match(raw[j])
-                   and not is_markup_line(raw[j])):
-                current.append(j)
-                j += 1
+            j = items[i] + 1  # the item's text, lazy continuation lines included
+            current.extend(k for k in range(i, j) if not is_markup_line(raw[k]))
             flush("item")
             if _OPTION_ITEM.match(line) and blocks and blocks[-1].first == i:
                 blocks[-1] = replace(blocks[-1], entry=True, group=i)

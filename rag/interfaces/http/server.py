@@ -24,6 +24,7 @@ from fastapi.security import HTTPBearer
 from fastapi.staticfiles import StaticFiles
 
 from rag.core.config import Settings
+from rag.generator.base import Generator
 from rag.indexer.embedding import Embedder
 from rag.interfaces.http.api import (
     ERRORS,
@@ -67,9 +68,9 @@ class SharedGenerator:
         self.settings = settings
         self.name = name
         self._lock = threading.Lock()
-        self._generator: object | None = None
+        self._generator: Generator | None = None
 
-    def get(self) -> object:
+    def get(self) -> Generator:
         # Built under a lock: two first questions at once must not start two model servers.
         with self._lock:
             if self._generator is None:
@@ -94,7 +95,7 @@ class ServedPipeline(Pipeline):
         super().__init__(index_root, settings, generator=shared.name, retriever=retriever)
         self.shared = shared
 
-    def generator(self) -> object:
+    def generator(self) -> Generator:
         return self.shared.get()
 
     def close(self) -> None:
