@@ -259,6 +259,24 @@ def test_a_search_crossed_by_a_deadlock_is_run_again(docs, pg_dsn, embedder, mon
         retriever.search("install from source", k=3, mode="lexical")
 
 
+def test_vectors_copied_from_a_folder_index_are_not_embedded_again(docs, tmp_path, pg_dsn,
+                                                                    embedder):
+    """Moving a folder index to PostgreSQL (scripts/store_parity.py) copies its vectors into
+    an empty database, whose HNSW index is then built; `rag index` embeds nothing after."""
+    from rag.indexer.pg_writer import import_vectors
+    from rag.stores import folder
+
+    build_index(docs, tmp_path / "index", Settings(), embedder)
+    calls = embedder.calls
+    copied = import_vectors(pg_settings(pg_dsn), folder.load(tmp_path / "index"))
+    assert copied > 0
+    assert run_sql(pg_dsn, "SELECT to_regclass('rag_vectors_hnsw') IS NOT NULL") == [(True,)]
+    report = build_index(docs, UNUSED, pg_settings(pg_dsn), embedder)
+    assert report.chunks_embedded == 0 and embedder.calls == calls
+    hits = open_retriever(UNUSED, pg_settings(pg_dsn), embedder).search(QUERIES[0], k=3)
+    assert "8080" in hits[0].chunk.text
+
+
 def test_second_writer_stops_with_one_line(docs, pg_dsn, embedder):
     import psycopg
 
