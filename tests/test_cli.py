@@ -128,3 +128,19 @@ def test_model_endpoint_down_is_one_line(built: Path, monkeypatch):
     code, _, err = run("ask", "How do I serve static files?", "--index", str(built),
                          "--generator", "openai")
     assert code == 7 and "not reachable" in err and err.count("\n") == 1
+
+
+def test_ask_with_docs_reports_the_index_it_built_a_line_at_a_time(tmp_path: Path,
+                                                                  memos: Memos) -> None:
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "port.md").write_text("# Port\n\nThe server listens on port 8080.\n",
+                                  encoding="utf-8")
+    (docs / "empty.md").write_text("", encoding="utf-8")
+    with remembered(memos):
+        code, out, err = run("ask", "Which port?", "--docs", str(docs),
+                             "--index", str(tmp_path / "idx"))
+    assert code == 0, err
+    assert "8080" in out
+    assert "\\n" not in err  # no escaped line break where a new line belongs
+    assert "\n1 file gave no chunks: 1 empty" in err

@@ -191,5 +191,8 @@ def resolve(index: Path | None, docs: Path | None, settings: Settings, *,
     if report is not None and warn is not None:
         for line in report.warnings:
             warn(f"warning: {line}")
-        warn(f"indexed {docs} into {index}: {report.summary()}")
+        # One call a line: a warning is shown as one line, its line breaks escaped.
+        first, *more = report.summary().split("\n")
+        for line in (f"indexed {docs} into {index}: {first}", *more):
+            warn(line)
     return Target(index, docs, embedder)
