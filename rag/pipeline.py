@@ -96,20 +96,17 @@ class Pipeline:
 
     def abstention_signals(self, question: str, evidence: Sequence[Evidence],
                            groups: frozenset[str]) -> dict[str, float]:
-        """What the abstention model reads: best dense and BM25 hits, coverage, and how
-        well the best evidence sentence matches (see rag.answer.abstention)."""
+        """What the abstention model reads: the best dense hits, coverage, and how well the
+        best evidence passage matches (see rag.answer.abstention)."""
         from rag.answer.abstention import DENSE_K, signals
-
-        def top(mode: str, k: int) -> list[SearchHit]:
-            return self.retriever.search(question, k=k, mode=mode, groups=groups)
 
         passages = self.scorer().passages(question, evidence)
         # Word rarity among the chunks these groups may see only: counts over every chunk
         # would let a restricted page's words change whether an outsider gets an answer.
         counts = getattr(self.retriever, "document_frequencies", None)
         frequency, size = counts(groups) if counts else (None, 0)
-        return signals(question, evidence, passages, top("dense", DENSE_K),
-                       top("lexical", 1), frequency, size)
+        dense = self.retriever.search(question, k=DENSE_K, mode="dense", groups=groups)
+        return signals(question, evidence, passages, dense, frequency, size)
 
     def answerable(self, question: str, evidence: Sequence[Evidence],
                    groups: frozenset[str]) -> tuple[bool, dict[str, float]]:

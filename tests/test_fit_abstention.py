@@ -6,7 +6,7 @@ import importlib.util
 
 import numpy as np
 
-from rag.answer.abstention import signals
+from rag.answer.abstention import search_agreement, signals
 from rag.answer.scoring import PassageScorer, is_release_note
 from rag.core.records import Evidence, SearchHit
 from rag.core.text import index_terms
@@ -89,8 +89,8 @@ def _signals(question: str, evidence_text: str, dense: list[float]) -> dict[str,
     index = LexicalIndex.build(DOCS)
     evidence = [Evidence("E1", make_hit("c1", text=evidence_text, heading=None))]
     passages = PassageScorer().passages(question, evidence)
-    return signals(question, evidence, passages, _hits(dense), _hits([2.0]),
-                   index.document_frequency, index.size)
+    return signals(question, evidence, passages, _hits(dense), index.document_frequency,
+                   index.size)
 
 
 def test_document_frequency_counts_the_chunks_holding_a_word() -> None:
@@ -128,8 +128,8 @@ def test_only_the_best_passage_counts_not_words_scattered_over_the_evidence() ->
 
     def coverage(evidence: list[Evidence]) -> float:
         passages = PassageScorer().passages(question, evidence)
-        return signals(question, evidence, passages, _hits([0.8]), [],
-                       index.document_frequency, index.size)["best_idf_coverage"]
+        return signals(question, evidence, passages, _hits([0.8]), index.document_frequency,
+                       index.size)["best_idf_coverage"]
 
     assert coverage(together) == 1.0 > coverage(scattered)
 
@@ -139,9 +139,21 @@ def test_dense_gap_is_the_best_hit_against_the_last() -> None:
     assert _signals("static", DOCS[0], [])["dense_gap"] == 0.0
 
 
+def test_search_agreement_is_where_search_by_meaning_ranks_the_top_evidence() -> None:
+    top = make_hit("c1", text=DOCS[0], heading="Static files")
+    evidence = [Evidence("E1", top)]
+    other = make_hit("c2", text=DOCS[1], heading="Ports")
+    # another chunk of the same section counts as the same place
+    same_section = make_hit("c3", text=DOCS[2], heading="Static files")
+    assert search_agreement(evidence, [top, other]) == 1.0
+    assert search_agreement(evidence, [other, same_section]) == 0.5
+    assert search_agreement(evidence, [other]) == 0.0
+    assert search_agreement([], [top]) == 0.0
+
+
 def test_without_word_statistics_no_word_counts_as_absent() -> None:
     evidence = [Evidence("E1", make_hit("c1", text=DOCS[0], heading=None))]
-    values = signals("mount static files on Kubernetes", evidence, [], _hits([0.5]), [])
+    values = signals("mount static files on Kubernetes", evidence, [], _hits([0.5]))
     assert values["absent_share"] == 0.0
 
 
@@ -154,7 +166,9 @@ def _fitting(question: str, *chunks: tuple[str, str | None]) -> dict[str, float]
     evidence = [Evidence(f"E{n}", make_hit(f"c{n}", text=text, heading=heading))
                 for n, (text, heading) in enumerate(chunks, 1)]
     passages = PassageScorer(FakeEmbedder()).passages(question, evidence)
-    return signals(question, evidence, passages, _hits([0.5]), [])
+    # "best_dense": the best cosine of any passage, fitting or not, to compare with
+    return {**signals(question, evidence, passages, _hits([0.5])),
+            "best_dense": max((p.dense for p in passages), default=0.0)}
 
 
 def test_a_release_note_does_not_answer_how_to_do_something() -> None:

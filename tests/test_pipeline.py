@@ -175,7 +175,7 @@ def test_the_abstention_model_decides_before_any_model_call(docs, tmp_path, sett
     from rag.core.errors import ConfigError
 
     never = tmp_path / "never.json"
-    never.write_text(json.dumps({"features": ["coverage"], "mean": [0.0], "scale": [1.0],
+    never.write_text(json.dumps({"features": ["union_coverage"], "mean": [0.0], "scale": [1.0],
                                  "weights": [0.0], "bias": -20.0, "threshold": 0.5}))
     settings.verification.abstention_model = str(never)
     pipeline = _pipeline(docs, tmp_path, settings, embedder, "scripted")

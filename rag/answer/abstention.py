@@ -2,14 +2,16 @@
 
 No single score separates "the docs answer this" from "the docs only share its words":
 an unanswerable question about FastAPI still finds FastAPI pages. The decision combines
-signals of retrieval (the BM25 score of the best chunk), coverage (share of the question's
-content words that one evidence chunk holds, and that all of it holds) and the best answer
-sentence (its cosine, its lexical overlap, its heading), plus signals that tell "the docs
-cover this" from "the docs use these words": how far the best dense hit stands above the
-k-th (an answered question has one clear best place; an unanswered one finds many equally
-vague ones), the weighted share of question words the chunks the asker may see lack
-(a product, tool or option the docs never name), the share of the question's words,
-weighted by their rarity among those chunks (BM25 IDF), that the single best
+signals of coverage (the share of the question's content words that the evidence holds),
+the best answer passage (its lexical overlap, its heading) and search: how far the best
+dense hit stands above the k-th (an answered question has one clear best place; an
+unanswered one finds many equally vague ones), and whether search by meaning alone also
+ranks the top evidence's section high (an answer's place is found both by its words and
+by its meaning; words shared by chance find a place that meaning does not). Then signals
+that tell "the docs cover this" from "the docs use these words": the weighted share of
+question words the chunks the asker may see lack (a product, tool or option the docs never
+name), the names the question uses that no evidence holds, the share of the question's
+words, weighted by their rarity among those chunks (BM25 IDF), that the single best
 passage holds (an answer is one place that names what was asked, not words scattered over
 eight chunks), and the best cosine among the passages that can be the kind of answer asked
 for: a release-notes entry ("Add Spanish translation for ...") answers "since which
@@ -36,27 +38,24 @@ from rag.core.text import content_words, index_terms, names, tokens
 from rag.stores.lexical import bm25_idf
 
 BUNDLED_MODEL = Path(__file__).with_name("abstention.json")
-FEATURES = ("lexical_top", "coverage", "union_coverage", "missing_names", "best_dense",
-            "best_lexical", "best_heading", "dense_gap", "absent_share",
-            "best_idf_coverage", "fitting_dense")
+FEATURES = ("union_coverage", "missing_names", "best_lexical", "best_heading", "dense_gap",
+            "search_agreement", "absent_share", "best_idf_coverage", "fitting_dense")
 MAX_NAMES = 3
 
 
 def signals(question: str, evidence: Sequence[Evidence], passages: Sequence[Passage],
-            dense: Sequence[SearchHit], lexical: Sequence[SearchHit],
+            dense: Sequence[SearchHit],
             document_frequency: Callable[[str], int] | None = None,
             size: int = 0) -> dict[str, float]:
     """The raw signals for one question (see the module docstring). ``passages``: the
     evidence's passages scored against the question, best first (rag.answer.extractive);
-    ``dense``, ``lexical``: the best hits of search by meaning (DENSE_K) and by words,
-    best first; ``document_frequency``: how many of the ``size`` chunks the asker may see
+    ``dense``: the best hits of search by meaning alone (DENSE_K), best first; ``document_frequency``: how many of the ``size`` chunks the asker may see
     hold a BM25 word (never counting others, whose words must not sway the decision), or
     None where the index cannot say (every word then weighs 1 and none counts as absent)."""
-    from rag.verifier.verification import missing_words, support_score
+    from rag.verifier.verification import missing_words
 
     missing = set(missing_words(question, evidence))
     words = content_words(question)
-    lexical_top = lexical[0].score if lexical else 0.0
     # The question's BM25 words, each weighed by its rarity in the index.
     found = {w: document_frequency(w) if document_frequency else 1
              for w in dict.fromkeys(index_terms(question))}
@@ -66,14 +65,12 @@ def signals(question: str, evidence: Sequence[Evidence], passages: Sequence[Pass
     held = set(index_terms(" ".join([best.text, *(w.text for w in best.window), best.heading]))
                ) if best else set()
     return {
-        "lexical_top": math.log1p(max(lexical_top, 0.0)),
-        "coverage": max((support_score(question, [e]) for e in evidence), default=0.0),
         "union_coverage": 1.0 - len(missing) / len(words) if words else 0.0,
         "missing_names": float(min(MAX_NAMES, len(missing & question_names(question)))),
-        "best_dense": max((p.dense for p in passages), default=0.0),
         "best_lexical": max((p.lexical for p in passages), default=0.0),
         "best_heading": best.heading_match if best else 0.0,
         "dense_gap": dense[0].score - dense[-1].score if dense else 0.0,
+        "search_agreement": search_agreement(evidence, dense),
         "absent_share": sum(weight[w] for w, n in found.items() if n == 0) / total,
         "best_idf_coverage": sum(v for w, v in weight.items() if w in held) / total,
         "fitting_dense": max((p.dense for p in fitting(question, passages)), default=0.0),
@@ -81,6 +78,16 @@ def signals(question: str, evidence: Sequence[Evidence], passages: Sequence[Pass
 
 
 DENSE_K = 10  # dense_gap: the best dense hit against the k-th
+
+
+def search_agreement(evidence: Sequence[Evidence], dense: Sequence[SearchHit]) -> float:
+    """1 / the rank at which search by meaning alone finds the top evidence's section (its
+    file and heading path), 0 when not among its DENSE_K best."""
+    if not evidence:
+        return 0.0
+    place = (evidence[0].chunk.source_path, evidence[0].chunk.heading)
+    return next((1.0 / rank for rank, hit in enumerate(dense, 1)
+                 if (hit.chunk.source_path, hit.chunk.heading) == place), 0.0)
 
 
 def fitting(question: str, passages: Sequence[Passage]) -> list[Passage]:
