@@ -49,7 +49,8 @@ def signals(question: str, evidence: Sequence[Evidence], passages: Sequence[Pass
             size: int = 0) -> dict[str, float]:
     """The raw signals for one question (see the module docstring). ``passages``: the
     evidence's passages scored against the question, best first (rag.answer.extractive);
-    ``dense``: the best hits of search by meaning alone (DENSE_K), best first; ``document_frequency``: how many of the ``size`` chunks the asker may see
+    ``dense``: the best hits of search by meaning alone (DENSE_K), best first;
+    ``document_frequency``: how many of the ``size`` chunks the asker may see
     hold a BM25 word (never counting others, whose words must not sway the decision), or
     None where the index cannot say (every word then weighs 1 and none counts as absent)."""
     from rag.verifier.verification import missing_words
