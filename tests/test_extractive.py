@@ -81,8 +81,10 @@ def test_a_sentence_ending_in_an_ellipsis_brings_the_code_it_introduces() -> Non
     assert "level=logging.DEBUG" in lines_of(shown[0], quotes[0])
 
 
-def test_the_words_after_an_included_code_file_finish_the_sentence_before_it() -> None:
-    # The docs show code from a file ("{* app.py *}") between a sentence and its end.
+def test_an_included_code_file_is_quoted_as_the_line_that_names_it() -> None:
+    # The docs show code from a file ("{* app.py *}") between a sentence and its end: the
+    # quote shows the line naming the file where the page shows its code, so the lead-in
+    # does not run into the words after it.
     text = ("## Other values\n\nThe response model can hold lists of items as well.\n\n"
             "## Leave out unset values\n\n"
             "You can set the decorator parameter `response_model_exclude_unset=True`:\n\n"
@@ -91,8 +93,9 @@ def test_the_words_after_an_included_code_file_finish_the_sentence_before_it() -
     shown = [evidence("E1", text, start=10)]
     statements, quotes = answer("How do I leave default values out of the response?", shown)
     assert statements[0][0] == ("You can set the decorator parameter "
-                                "`response_model_exclude_unset=True`: and those default "
-                                "values won't be included in the response.")
+                                "`response_model_exclude_unset=True`:\n```\n"
+                                "{* ../../docs_src/response_model/tutorial004.py hl[22] *}\n```"
+                                "\nand those default values won't be included in the response.")
     assert quotes[0] == (16, 20)
 
 

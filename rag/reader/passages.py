@@ -124,7 +124,6 @@ class Block:
     # or one option of a command's option list: a quote of it ends with it
     group: int = -1  # the entry's first line; blocks indented under an entry share it
     header: tuple[str, ...] = ()  # a table row's column names, when its table has a header
-    after_include: bool = False  # a file include (code shown from elsewhere) lies just above
 
 
 def _option_rows(raw: Sequence[str]) -> set[int]:
@@ -179,7 +178,6 @@ def read_blocks(text: str, first_line_is_file_start: bool = False) -> list[Block
     header: tuple[str, ...] = ()  # column names of the table being read
 
     group = -1  # first line of the definition-list entry that indented blocks continue
-    include = -1  # the last file-include line read
 
     def in_entry(first: int) -> int:
         """The entry a block starting on line ``first`` continues (indented under it), or -1;
@@ -201,8 +199,7 @@ def read_blocks(text: str, first_line_is_file_start: bool = False) -> list[Block
             if quotable(lines):
                 blocks.append(Block(kind, current[0], current[-1], lines, heading, heading_line,
                                     owner >= 0, owner,
-                                    header if kind == "row" else (),
-                                    include > (blocks[-1].last if blocks else -1)))
+                                    header if kind == "row" else ()))
             current.clear()
 
     option_rows = _option_rows(raw)
@@ -261,10 +258,14 @@ def read_blocks(text: str, first_line_is_file_start: bool = False) -> list[Block
             heading, heading_line = " > ".join(h[1] for h in stack), i
             i = found.end + 1  # a setext heading's underline is part of it
             continue
+        elif is_include(line):
+            # The page shows a file's code here ("{* ../docs_src/app.py hl[3] *}"): quoted,
+            # the line that names the file stands for it, as code.
+            flush()
+            owner = in_entry(i)
+            blocks.append(Block("code", i, i, (line,), heading, heading_line, owner >= 0, owner))
         elif not line or set(line) <= set("-=*_ ") or is_markup_line(line):
             flush()
-            if is_include(line):
-                include = i
         elif row:
             flush()
             if row == "header":

@@ -118,8 +118,7 @@ def sentences(blocks: Sequence[Block]) -> list[Sentence]:
             # code block finishes the sentence that introduced the block: quotable as the
             # rest of that quote, never as a quote's start.
             continues = n == 0 and (text.startswith(("...", "…")) or text[:1].islower()
-                                    and b_index > 0 and (blocks[b_index - 1].kind == "code"
-                                                         or block.after_include))
+                                    and b_index > 0 and blocks[b_index - 1].kind == "code")
             # A short one ("...you write:") is kept only for the code it introduces.
             shows_code = b_index + 1 < len(blocks) and blocks[b_index + 1].kind == "code"
             # "To install `ruff`:" or "Valid values include:" is short, but the code or list
