@@ -30,8 +30,10 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from rag.answer.candidates import Passage
+from rag.answer.kinds import has_kind
 from rag.answer.questions import answer_kinds
-from rag.answer.scoring import Passage, has_kind, is_release_note
+from rag.answer.scoring import is_release_note
 from rag.core.errors import ConfigError
 from rag.core.records import Evidence, SearchHit
 from rag.core.text import content_words, index_terms, names, tokens

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from itertools import pairwise
 
+from rag.answer.candidates import Passage
 from rag.answer.leads import section_lead
 from rag.answer.passage import Unit, units
 from rag.answer.questions import (
@@ -28,7 +29,6 @@ from rag.answer.quoting import fenced
 from rag.answer.scoring import (
     READ_WORDS,
     WINDOW_WORDS,
-    Passage,
     PassageScorer,
     is_release_note,
     share,

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from rag.answer.scoring import Passage
+from rag.answer.candidates import Passage
 
 __all__ = ["section_lead"]
 

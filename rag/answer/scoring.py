@@ -13,77 +13,27 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from functools import lru_cache
 from typing import TYPE_CHECKING
 
 import numpy as np
 
+from rag.answer.candidates import Passage
+from rag.answer.kinds import defines_term, directs, directs_purpose, has_kind
 from rag.answer.questions import Part, answer_kinds, defined_terms, question_parts
 from rag.answer.quoting import attachment, quote
 from rag.core.records import Chunk, Evidence, SearchHit
-from rag.core.text import query_terms, tokens, word_count
+from rag.core.text import query_terms, tokens
 from rag.core.text import terms as _terms
 from rag.reader.formats import quote_blocks
-from rag.reader.passages import BULLET, FACT, NAME_HEADING, Block, is_labelled_fact
-from rag.reader.prose import Sentence, sentences
+from rag.reader.prose import sentences
 from rag.stores.lexical import bm25_idf
 
-__all__ = ["Passage", "PassageScorer", "answer_bonus", "defines_term", "has_kind", "is_release_note",
-           "place_prior", "share"]
+__all__ = ["PassageScorer", "answer_bonus", "is_release_note", "place_prior", "share"]
 
 if TYPE_CHECKING:
     from rag.indexer.embedding import Embedder
-
-
-@dataclass
-class Passage:
-    """A candidate quote: a sentence plus what it introduces, with its scores."""
-
-    evidence: Evidence
-    rank: int  # 0-based position of its evidence
-    sentence: Sentence
-    text: str  # the quote as the answer shows it
-    lines: tuple[int, int]  # file lines, inclusive
-    terms: set[str]
-    heading: str
-    heading_terms: set[str]
-    block: Block  # the block of the chunk it is read from (its section, entry, facts)
-    dense: float = 0.0
-    lexical: float = 0.0
-    heading_match: float = 0.0
-    window_lexical: float = 0.0
-    kind_match: float = 0.0  # the quote holds the kind of thing the question asks for
-    score: float = 0.0
-    answer: float = 0.0  # score plus how much the quote itself reads as an answer (choose)
-    place: float = 1.0  # how much the retriever trusts its chunk, against the best (choose)
-    window: list[Passage] = field(default_factory=list)  # what a quote of it runs on to
-    read_on: list[Passage] = field(default_factory=list)  # and, as a first quote, then to
-    idf: dict[str, float] = field(default_factory=dict)  # question term weights (shared)
-    parts: list[float] = field(default_factory=list)  # how well it answers each part
-    order: int = 0  # reading order among the evidence's passages (several share a line)
-    said: str = ""  # what it says, for the embedder: its sentence, and the words that
-    # finish it after the code it introduces ("You can set `x`:" [code] "and then...")
-
-    @property
-    def words(self) -> int:
-        return word_count(self.text)
-
-    @property
-    def section(self) -> int:
-        """Chunk line of the heading it sits under (-1: none in its chunk)."""
-        return self.block.heading_line
-
-    @property
-    def entry(self) -> bool:
-        """It sits in a definition-list entry (`name` then ": what it is") or an option."""
-        return self.block.entry
-
-    @property
-    def group(self) -> int:
-        """Which entry: blocks indented under one share it."""
-        return self.block.group
-
 
 
 _VECTORS: dict[tuple[str, str], np.ndarray] = {}  # (embedder, sentence) -> vector
@@ -228,7 +178,7 @@ class PassageScorer:
         for p in found:
             score = share(part.terms, p.terms | p.heading_terms, idf)
             if kinds and has_kind(p, kinds, asked, own=True, defines=defines) or how and (
-                    (_DIRECTIVE.search(p.sentence.text) or _TO_DO.match(p.sentence.text))
+                    (directs(p.sentence.text) or directs_purpose(p.sentence.text))
                     and has_kind(p, _CODE, asked, own=True)):
                 score += W_PART_KIND
             scores.append(score)
@@ -300,97 +250,7 @@ def place_prior(ev: Evidence, top: float) -> float:
     return prior
 
 
-# --- whether a passage holds the kind of answer asked for -------------------------------------
-
-_CODE_SPAN = re.compile(r"`([^`]+)`")
-_REASON = re.compile(r"(?i)\b(?:because|so\s+that|otherwise|to\s+avoid|in\s+order\s+to|"
-                     r"that\s+way|this\s+way|which\s+means|as\s+a\s+result|since)\b")
-_NUMBER = re.compile(r"\b\d+(?:\.\d+)*\b")
-_POLAR = re.compile(r"(?i)\b(?:not|no|never|cannot|must|only|always|instead)\b|n't\b")
-_EFFECT = re.compile(r"(?i)\b(?:will|raises?|returns?|responds?|fails?|rejects?|ignored|"
-                     r"overrides?|replaced|an\s+error)\b")
-
-
-def has_kind(p: Passage, wants: frozenset[str], asked: set[str], own: bool = False,
-             defines: frozenset[str] = frozenset()) -> bool:
-    """Whether the quote (run on through its window, unless own) holds something of a
-    wanted kind that the question did not already say; a definition (of the thing named
-    by ``defines``) only counts in the passage's own sentence."""
-    text = p.text if own else " ".join([p.text, *(w.text for w in p.window)])
-    if "code" in wants and ("\n" in text or any(
-            not set(tokens(span)) <= asked for span in _CODE_SPAN.findall(text))
-            or _named_section(p, asked)):
-        return True
-    if "number" in wants and any(n not in asked for n in _NUMBER.findall(text)):
-        return True
-    if "version" in wants and any(f not in asked for f in FACT.findall(text + p.heading)):
-        return True
-    if "definition" in wants and defines and (defines_term(p.sentence.text, defines)
-                                              or _named_section(p, set(), defines)):
-        return True
-    if "polar" in wants and _POLAR.search(p.sentence.text if own else text):
-        return True
-    if "effect" in wants and _EFFECT.search(p.sentence.text if own else text):
-        return True
-    return "reason" in wants and bool(_REASON.search(text))
-
-
-def _named_section(p: Passage, asked: set[str], defines: frozenset[str] = frozenset()) -> bool:
-    """Whether the passage sits in a section named by an identifier the question does not
-    say ("## server.port"): on a reference page, what to set is the section's name. With
-    ``defines``: named by the thing the question asks to define ("What does the base
-    option do?" and "## base"), whose section says what it is."""
-    name = p.block.heading.rsplit(" > ", 1)[-1].strip()
-    if p.section < 0 or not NAME_HEADING.match(name):
-        return False
-    if defines:
-        return bool(_terms(name)) and _terms(name) <= defines and _opens_section(p)
-    return not set(tokens(name.strip("`"))) <= asked
-
-
-def _opens_section(p: Passage) -> bool:
-    """Whether the passage is its section's first sentence of prose (only blank lines, list
-    items and values stated alone, such as an option's type and default, lie between it and
-    the heading)."""
-    lines = p.evidence.chunk.text.split("\n")
-    between = lines[p.section + 1:p.sentence.first]
-    if p.block.kind != "prose" or any(line.strip() and not BULLET.match(line)
-                                      and not is_labelled_fact(line) for line in between):
-        return False
-    opening = tokens(lines[p.sentence.first])[:2]
-    return opening == tokens(p.sentence.text)[:2]
-
-
-# "A _leaf bundle_ is a directory that...", "leaf bundle: A leaf bundle is...": a sentence
-# whose subject names the thing and little else ("Like a leaf, a leaf bundle is..." does
-# not say what it is).
-_DEFINES = re.compile(r"(?i)^(?P<subject>.{1,80}?)\s+(?:is|are|means|refers\s+to|stands\s+for|"
-                      r"represents)\s")
-DEFINITION_SUBJECT_WORDS = 8
-
-
-def defines_term(sentence: str, defines: frozenset[str]) -> bool:
-    """Whether the sentence says what the thing named by these (stemmed) words is."""
-    match = _DEFINES.match(sentence.replace("*", "").replace("_", " ").replace("`", ""))
-    if not match:
-        return False
-    subject = match.group("subject")
-    named = _terms(subject)
-    return len(subject.split()) <= DEFINITION_SUBJECT_WORDS and "," not in subject \
-        and defines <= named and len(named - defines) <= 1
-
-
 RANK_PRIOR = 0.05
-
-# A sentence that tells the reader what to do ("you can set `x`", "use `y`") answers a
-# how-question; one that only restates the problem, or asks a question, does not.
-_DIRECTIVE = re.compile(
-    r"(?i)\byou\s+(?:can|could|need\s+to|should|shouldn't|must|have\s+to|only\s+need)\b"
-    r"|(?:^|[.:]\s+)(?:use|set|pass|declare|add|import|call|run|install|create)\s"
-    r"|\bby\s+(?:setting|passing|using|adding|declaring|calling)\b")
-# ..."To stream events, use `yield`": a part that asks how is answered by this form too.
-_TO_DO = re.compile(r"(?i)^to\s[^,]{1,80},\s+(?:use|set|pass|declare|add|import|call|run"
-                    r"|install|create)\s")
 W_OWN_KIND = 0.06  # the sentence (with what it introduces) holds the kind asked for
 W_DIRECTIVE = 0.08  # the sentence says what to do, for a question asking how
 W_DEFINITION = 0.15  # the sentence says what the thing is, for "what is X?"
@@ -403,7 +263,7 @@ def answer_bonus(p: Passage, wants: frozenset[str], asked: set[str],
     bonus = 0.0
     if wants and has_kind(p, wants, asked, own=True, defines=defines):
         bonus += W_OWN_KIND
-    if "code" in wants and _DIRECTIVE.search(p.sentence.text):
+    if "code" in wants and directs(p.sentence.text):
         bonus += W_DIRECTIVE
     if "definition" in wants and defines and defines_term(p.sentence.text, defines):
         bonus += W_DEFINITION
