@@ -155,6 +155,23 @@ def test_long_sections_split_inside_the_files_lines() -> None:
         exact(rel, chunks)
 
 
+def test_rst_code_stays_in_one_chunk_with_what_makes_it_code(tmp_path: Path) -> None:
+    # A chunk is quoted from its own lines: code without the directive (or the "::") above
+    # it would read as an indented paragraph, and be quoted as prose.
+    page = ("Setup\n=====\n\n" + "Some words about the setup of the app here. " * 6 + "\n\n"
+            ".. code-block:: python\n   :caption: app.py\n\n   app = Flask(__name__)\n"
+            "   app.run()\n\n" + "More words about what the app does next here. " * 6 +
+            "\n\nRun it like this::\n\n   $ flask run\n   * Running on port 5000\n")
+    (tmp_path / "page.rst").write_text(page, encoding="utf-8")
+    chunks = chunks_of("page.rst", tmp_path, max_tokens=40)
+    assert len(chunks) > 2
+    quoted = [(b.kind, b.lines) for c in chunks for b in quote_blocks(c)]
+    assert ("code", ("app = Flask(__name__)", "app.run()")) in quoted
+    assert ("code", ("$ flask run", "* Running on port 5000")) in quoted
+    assert not any(kind != "code" and any("flask run" in line or "app.run" in line
+                                          for line in lines) for kind, lines in quoted)
+
+
 def test_notebook_cell_of_a_one_string_source(tmp_path: Path) -> None:
     nb = {"cells": [{"cell_type": "markdown", "metadata": {}, "source": "# Title"},
                     {"cell_type": "markdown", "metadata": {}, "source": ["Some words here."]}],

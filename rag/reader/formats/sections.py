@@ -3,9 +3,11 @@
 - **Chunks** (indexing): a section starts at each heading and wherever the heading path
   changes (a Sphinx object description ends); its lines run to the next section. Lines in
   no block (comments, directive markers, a notebook's JSON, an HTML page's scripts) show
-  no text: a chunk never starts or ends on one. Code is never split at a blank line. Sizes
-  and merging are the Markdown chunker's (:func:`rag.reader.chunking.chunks_from_sections`),
-  and a chunk's text is its lines of the file as they are, so a citation of it is checked
+  no text: a chunk never starts or ends on one. Code is never split at a blank line, nor
+  from the directive or ``::`` paragraph above it that makes it code, and a title keeps its
+  underline: a chunk is quoted from its own lines alone, and must read as it does in the
+  file. Sizes and merging are the Markdown chunker's
+  (:func:`rag.reader.chunking.chunks_from_sections`), and a chunk's text is its lines of the file as they are, so a citation of it is checked
   against the file exactly as for Markdown.
 - **Passage blocks** (answering): the blocks of a chunk, read again from its text, as
   rag.reader.passages gives them for Markdown, so quoting works on every format alike.
@@ -17,6 +19,7 @@ title.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 
 from rag.core.records import Chunk
@@ -25,6 +28,9 @@ from rag.reader.formats.base import CODE, HEADING, ITEM, PARAGRAPH, ROW, FileBlo
 from rag.reader.passages import Block, quotable
 
 _PASSAGE_KIND = {PARAGRAPH: "prose", ITEM: "item", ROW: "row", CODE: "code"}
+# A title's adornment ("=====" under it): a chunk that ends on the title without it reads,
+# quoted alone, the title as a paragraph.
+_ADORNMENT = re.compile(r"([!-/:-@\[-`{-~])\1+")
 
 
 def rooted(blocks: Sequence[FileBlock], path: str) -> list[FileBlock]:
@@ -72,9 +78,36 @@ def chunk_blocks(
     sections, content, fenced = layout(blocks, len(lines), path)
     blank = [bool(line.strip()) for line in lines]
     content = [c and b for c, b in zip(content, blank, strict=True)]
+    for block in blocks:
+        if block.kind == CODE:  # code stays with the line that introduces it
+            _glue_introducer(lines, block.start - 1, content, fenced)
+        elif block.kind == HEADING:  # a title's underline (and overline) goes with it
+            for i in (block.start - 2, block.end):
+                if 0 <= i < len(lines) and _ADORNMENT.fullmatch(lines[i].strip()):
+                    content[i] = True
     return chunks_from_sections(lines, content, sections, fenced, path, max_tokens=max_tokens,
                                 min_tokens=min_tokens, count_tokens=count_tokens,
                                 visibility=visibility)
+
+
+def _glue_introducer(lines: Sequence[str], first: int, content: list[bool],
+                     fenced: list[bool]) -> None:
+    """Keep a code block (its first line ``first``, 0-based) in one chunk with what above
+    it makes it code: a directive and its options (``.. code-block:: python``, then
+    ``:caption: app.py``), a ``<pre>`` tag, or else the paragraph above (ending in ``::``).
+    Read without it, as a chunk is when it is quoted, the code is indented prose. The
+    directive may open a chunk, and no chunk is split between the two."""
+    above, top = first - 1, -1
+    while above >= 0 and not content[above]:  # blank lines, markup that shows no text
+        if lines[above].strip():
+            top = above
+        above -= 1
+    top = top if top >= 0 else above
+    if top < 0:
+        return
+    content[top] = True
+    for i in range(top, first):
+        fenced[i] = True
 
 
 def passage_blocks(blocks: Sequence[FileBlock]) -> list[Block]:
