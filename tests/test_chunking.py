@@ -210,6 +210,19 @@ def test_long_section_splits_on_paragraphs_within_budget() -> None:
     assert all(i + 1 in covered for i, line in enumerate(lines) if line.strip())
 
 
+def test_a_long_block_quote_splits_between_its_paragraphs() -> None:
+    # The Rust book's asides ("> ### The Stack and the Heap") run for many paragraphs, with
+    # only ">" between them: cut line by line, every chunk opened mid-sentence.
+    paragraphs = [f"> Paragraph {n} says one thing\n> and then another thing." for n in range(6)]
+    text = "# Ownership\n\n> ### The Stack and the Heap\n>\n" + "\n>\n".join(paragraphs) + "\n"
+    chunks = chunk(text, max_tokens=22)
+    check_invariants(text, chunks)
+    assert len(chunks) > 2
+    for c in chunks:
+        assert c.text.split("\n")[-1].endswith(("thing.", "Heap")), c.text
+        assert c.text.split("\n")[0].startswith(("# ", "> ### ", "> Paragraph")), c.text
+
+
 def test_long_paragraph_splits_on_lines_and_long_line_into_pieces() -> None:
     para = "\n".join(f"l{i} a b c" for i in range(10))
     huge = " ".join(["x"] * 50)

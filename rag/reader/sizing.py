@@ -98,11 +98,13 @@ class Sizer:
         return [Span(i, i, tokens, (start, end)) for start, end, tokens in pieces]
 
     def _paragraphs(self, start: int, end: int, fenced: list[bool]) -> list[tuple[int, int]]:
-        """Runs of lines between blank lines that are not inside a code fence."""
+        """Runs of lines between blank lines that are not inside a code fence; in a block
+        quote, a line of only its markers (">") is blank too: an aside of many paragraphs
+        splits between them, not line by line."""
         out: list[tuple[int, int]] = []
         run_start: int | None = None
         for i in range(start, end + 1):
-            if not fenced[i] and not self.lines[i].strip():
+            if not fenced[i] and not self.lines[i].strip().replace(">", "").strip():
                 if run_start is not None:
                     out.append((run_start, i - 1))
                 run_start = None
