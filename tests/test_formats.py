@@ -172,6 +172,19 @@ def test_rst_code_stays_in_one_chunk_with_what_makes_it_code(tmp_path: Path) -> 
                                           for line in lines) for kind, lines in quoted)
 
 
+def test_an_rst_literal_wrapped_onto_the_next_line_reads_as_code(tmp_path: Path) -> None:
+    page = ("Ports\n=====\n\nYou may see one of these:\n\n"
+            "-   ``OSError: [Errno 98] Address already in use``\n"
+            "-   ``OSError: [WinError 10013] An attempt was made to access a socket\n"
+            "    in a way forbidden by its access permissions``\n")
+    (tmp_path / "ports.rst").write_text(page, encoding="utf-8")
+    items = [b.lines for c in chunks_of("ports.rst", tmp_path) for b in quote_blocks(c)
+             if b.kind == "item"]
+    assert items == [("`OSError: [Errno 98] Address already in use`",),
+                     ("`OSError: [WinError 10013] An attempt was made to access a socket",
+                      "in a way forbidden by its access permissions`")]
+
+
 def test_notebook_cell_of_a_one_string_source(tmp_path: Path) -> None:
     nb = {"cells": [{"cell_type": "markdown", "metadata": {}, "source": "# Title"},
                     {"cell_type": "markdown", "metadata": {}, "source": ["Some words here."]}],

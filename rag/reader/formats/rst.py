@@ -132,7 +132,12 @@ class _Walk:
         self.path: list[str] = []
 
     def shown(self, first: int, last: int) -> tuple[str, ...]:
-        return tuple(clean_line(self.lines[i]) for i in range(first, last + 1))
+        shown = tuple(clean_line(self.lines[i]) for i in range(first, last + 1))
+        # A ``literal`` wrapped onto the next line is left whole by clean_line: its two
+        # halves' marks are the only ones left, paired from the top.
+        if sum(line.count("``") for line in shown) % 2 == 0 and any("``" in x for x in shown):
+            shown = tuple(line.replace("``", "`") for line in shown)
+        return shown
 
     def emit(self, kind: str, node: Any, item: bool = False) -> None:
         if node.get("directive_line") and node.line:  # text the directive line stands for
