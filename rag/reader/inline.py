@@ -13,7 +13,13 @@ import html
 import re
 from collections.abc import Callable, Sequence
 
-from rag.reader.markup import CODE_SPAN, HTML_TAG, SHORTCODE_CLOSERS, VERSION_SHORTCODE
+from rag.reader.markup import (
+    CODE_SPAN,
+    HTML_TAG,
+    INLINE_COMMENT,
+    SHORTCODE_CLOSERS,
+    VERSION_SHORTCODE,
+)
 
 __all__ = ["clean_inline", "outside_code", "row_text", "show_entities",
            "show_links", "show_shortcodes", "table_cells", "unescape"]
@@ -146,8 +152,8 @@ def _liquid(prose: str) -> str:
 
 
 def clean_inline(text: str) -> str:
-    """Prose with inline HTML tags removed (``<code>x</code>`` becomes a code span, and
-    code spans keep their tags), Liquid raw and include tags as the page shows them, MyST
+    """Prose with inline HTML tags and one-line comments removed (``<code>x</code>``
+    becomes a code span, and code spans keep their tags), Liquid raw and include tags as the page shows them, MyST
     roles shown as the page shows them, a code span's language mark dropped and HTML
     entities shown as the characters they stand for."""
     if "{%" in text:
@@ -157,6 +163,8 @@ def clean_inline(text: str) -> str:
     if "`{" in text:  # (it opens the prose right after a code span)
         text = outside_code(text, lambda prose: _CODE_LANGUAGE.sub("", prose, count=1)
                             if prose.startswith("{") else prose)
+    if "<!--" in text:  # a comment within the line shows nothing
+        text = outside_code(text, lambda prose: INLINE_COMMENT.sub("", prose))
     if "<" in text:
         text = outside_code(html_code_spans(text),
                             lambda prose: HTML_TAG.sub("", _TAG_SEAM.sub(" ", prose)))

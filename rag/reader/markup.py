@@ -83,6 +83,9 @@ _DOCUSAURUS = re.compile(r" {0,3}:{3,}(?:[\w-]+)?(.*)")
 _LIQUID_LINE = re.compile(r"(?:\{%[^{}]*%\}[ \t]*)+")  # {% include note.html %}, {% endhint %}
 _MDC = re.compile(r" {0,3}::(?:[A-Za-z][\w-]*(?:\{[^{}]*\})?)?[ \t]*")  # ::tip, ::read-more{to=x}, ::
 HTML_TAG = re.compile(r"</?[A-Za-z][\w.-]*(?:[ \t/][^<>]*)?>")  # not autolinks like <https://x>
+# An HTML comment opened and closed on one line ("[Raw Identifiers][raw]<!-- ignore -->"):
+# the page shows nothing for it, and the words around it as they are.
+INLINE_COMMENT = re.compile(r"<!--.*?-->")
 # An inline code span, `x` or ``x``: a whole run of backticks opens it and a run of the same
 # length closes it, so no start inside a run is tried (a line of backticks stays linear).
 CODE_SPAN = re.compile(r"(?<!`)(`+)(?!`)(.*?[^`])\1(?!`)")

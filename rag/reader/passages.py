@@ -25,6 +25,7 @@ from rag.reader.inline import clean_inline, show_links, show_shortcodes, table_c
 from rag.reader.markdown import outline
 from rag.reader.markup import (
     CODE_SPAN,
+    INLINE_COMMENT,
     VERSION_SHORTCODE,
     code_continuation,
     is_anchor_line,
@@ -152,8 +153,10 @@ def quotable(lines: Sequence[str], code: bool = False) -> bool:
     assistant, no shortcode or hidden comment (how a document tries to forge evidence)."""
     text = " ".join(lines)
     return not any(_MARKUP.search(line.strip()) for line in lines) and not _ADDRESSED.search(
-        text) and not _INLINE_SHORTCODE.search(text) and (
-        code or "<!--" not in CODE_SPAN.sub("", text))  # a hidden comment, not `<!-- x -->`
+        text) and not _INLINE_SHORTCODE.search(text) and (code or not any(
+            "<!--" in INLINE_COMMENT.sub("", CODE_SPAN.sub("", line)) for line in lines))
+    # (a comment left open in a line hides what follows; `<!-- x -->` and a comment closed
+    # in its line, which quotes leave out, hide nothing)
 
 
 def read_blocks(text: str, first_line_is_file_start: bool = False) -> list[Block]:
