@@ -83,9 +83,19 @@ _DOCUSAURUS = re.compile(r" {0,3}:{3,}(?:[\w-]+)?(.*)")
 _LIQUID_LINE = re.compile(r"(?:\{%[^{}]*%\}[ \t]*)+")  # {% include note.html %}, {% endhint %}
 _MDC = re.compile(r" {0,3}::(?:[A-Za-z][\w-]*(?:\{[^{}]*\})?)?[ \t]*")  # ::tip, ::read-more{to=x}, ::
 HTML_TAG = re.compile(r"</?[A-Za-z][\w.-]*(?:[ \t/][^<>]*)?>")  # not autolinks like <https://x>
-# An HTML comment opened and closed on one line ("[Raw Identifiers][raw]<!-- ignore -->"):
-# the page shows nothing for it, and the words around it as they are.
-INLINE_COMMENT = re.compile(r"<!--.*?-->")
+# An HTML comment inside a paragraph ("[Raw Identifiers][raw]<!-- ignore -->", its close
+# maybe on the next line): the page shows nothing for it, and the words around it.
+INLINE_COMMENT = re.compile(r"<!--.*?-->", re.DOTALL)
+
+
+def without_comments(lines: Sequence[str]) -> tuple[str, ...] | None:
+    """The lines (stripped) with every comment that opens and closes within them left out
+    (a line stays a line); None when one is left open, or a code span shows one."""
+    text = "\n".join(lines)
+    if any("<!--" in m[0] for m in CODE_SPAN.finditer(text)):
+        return None
+    shown = INLINE_COMMENT.sub(lambda m: "\n" * m[0].count("\n"), text)
+    return None if "<!--" in shown else tuple(line.strip() for line in shown.split("\n"))
 # An inline code span, `x` or ``x``: a whole run of backticks opens it and a run of the same
 # length closes it, so no start inside a run is tried (a line of backticks stays linear).
 CODE_SPAN = re.compile(r"(?<!`)(`+)(?!`)(.*?[^`])\1(?!`)")

@@ -25,13 +25,13 @@ from rag.reader.inline import clean_inline, show_links, show_shortcodes, table_c
 from rag.reader.markdown import outline
 from rag.reader.markup import (
     CODE_SPAN,
-    INLINE_COMMENT,
     VERSION_SHORTCODE,
     code_continuation,
     is_anchor_line,
     is_template_line,
     marker_words,
     version_marker,
+    without_comments,
 )
 
 # One line of a command's option list, as CLI generators print it: an option, then two or
@@ -153,10 +153,8 @@ def quotable(lines: Sequence[str], code: bool = False) -> bool:
     assistant, no shortcode or hidden comment (how a document tries to forge evidence)."""
     text = " ".join(lines)
     return not any(_MARKUP.search(line.strip()) for line in lines) and not _ADDRESSED.search(
-        text) and not _INLINE_SHORTCODE.search(text) and (code or not any(
-            "<!--" in INLINE_COMMENT.sub("", CODE_SPAN.sub("", line)) for line in lines))
-    # (a comment left open in a line hides what follows; `<!-- x -->` and a comment closed
-    # in its line, which quotes leave out, hide nothing)
+        text) and not _INLINE_SHORTCODE.search(text) and (
+        code or "<!--" not in CODE_SPAN.sub("", text))  # a hidden comment, not `<!-- x -->`
 
 
 def read_blocks(text: str, first_line_is_file_start: bool = False) -> list[Block]:
@@ -199,6 +197,9 @@ def read_blocks(text: str, first_line_is_file_start: bool = False) -> list[Block
             if entry:
                 group = current[0]
             owner = group if entry else in_entry(current[0])
+            if "<!--" in CODE_SPAN.sub("", " ".join(lines)) and not _ADDRESSED.search(
+                    " ".join(lines)):  # a comment within the block hides only itself
+                lines = without_comments(lines) or lines
             if quotable(lines):
                 blocks.append(Block(kind, current[0], current[-1], lines, heading, heading_line,
                                     owner >= 0, owner,
