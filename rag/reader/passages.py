@@ -197,9 +197,11 @@ def read_blocks(text: str, first_line_is_file_start: bool = False) -> list[Block
             if entry:
                 group = current[0]
             owner = group if entry else in_entry(current[0])
-            if "<!--" in CODE_SPAN.sub("", " ".join(lines)) and not _ADDRESSED.search(
-                    " ".join(lines)):  # a comment within the block hides only itself
-                lines = without_comments(lines) or lines
+            joined = " ".join(lines)
+            if "<!--" in joined and "<!--" in CODE_SPAN.sub("", joined) \
+                    and not _ADDRESSED.search(joined):  # a comment in it hides only itself
+                shown = without_comments(lines)
+                lines = shown if shown and any(shown) else lines
             if quotable(lines):
                 blocks.append(Block(kind, current[0], current[-1], lines, heading, heading_line,
                                     owner >= 0, owner,
