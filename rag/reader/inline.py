@@ -152,10 +152,11 @@ def _liquid(prose: str) -> str:
 
 
 def clean_inline(text: str) -> str:
-    """Prose with inline HTML tags and one-line comments removed (``<code>x</code>``
-    becomes a code span, and code spans keep their tags), Liquid raw and include tags as the page shows them, MyST
-    roles shown as the page shows them, a code span's language mark dropped and HTML
-    entities shown as the characters they stand for."""
+    """Prose with inline HTML tags and closed comments removed (``<code>x</code>`` becomes
+    a code span, and code spans keep their tags; a comment may close on a later line),
+    Liquid raw and include tags as the page shows them, MyST roles shown as the page shows
+    them, a code span's language mark dropped and HTML entities shown as the characters
+    they stand for."""
     if "{%" in text:
         text = outside_code(text, _liquid)
     if "}`" in text:
@@ -163,7 +164,7 @@ def clean_inline(text: str) -> str:
     if "`{" in text:  # (it opens the prose right after a code span)
         text = outside_code(text, lambda prose: _CODE_LANGUAGE.sub("", prose, count=1)
                             if prose.startswith("{") else prose)
-    if "<!--" in text:  # a comment within the line shows nothing
+    if "<!--" in text:  # a closed comment shows nothing
         text = outside_code(text, lambda prose: INLINE_COMMENT.sub("", prose))
     if "<" in text:
         text = outside_code(html_code_spans(text),

@@ -7,8 +7,9 @@
   from the directive or ``::`` paragraph above it that makes it code, and a title keeps its
   underline: a chunk is quoted from its own lines alone, and must read as it does in the
   file. Sizes and merging are the Markdown chunker's
-  (:func:`rag.reader.chunking.chunks_from_sections`), and a chunk's text is its lines of the file as they are, so a citation of it is checked
-  against the file exactly as for Markdown.
+  (:func:`rag.reader.chunking.chunks_from_sections`), and a chunk's text is its lines of
+  the file as they are, so a citation of it is checked against the file exactly as for
+  Markdown.
 - **Passage blocks** (answering): the blocks of a chunk, read again from its text, as
   rag.reader.passages gives them for Markdown, so quoting works on every format alike.
 
