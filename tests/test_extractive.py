@@ -460,8 +460,8 @@ def test_a_comment_left_open_hides_its_paragraph_a_closed_one_hides_only_itself(
     sentences = quotable_sentences(text)
     said = ("They cannot be used as identifiers (except as raw identifiers, as in the Raw "
             "Identifiers section).")
-    assert sentences == [said, "A _crate_ is what the compiler reads at a time, as in Chapter 1"
-                               " shows."]
+    crate = "A _crate_ is what the compiler reads at a time, as in Chapter 1 shows."
+    assert sentences == [said, crate]
     statements, _ = answer("Can keywords be used as identifiers?", [evidence("E1", text)])
     assert statements and not any("9999" in s or "<!--" in s for s, _ in statements)
 
