@@ -67,6 +67,19 @@ def test_a_sentence_ending_in_a_colon_brings_the_code_it_introduces() -> None:
     assert "```console" in lines_of(shown[0], quotes[0])  # the cited lines hold the code
 
 
+def test_a_lead_in_to_a_screenshot_ends_its_line_in_the_answer() -> None:
+    # The answer cannot show the image a sentence introduces, so the sentence after it
+    # starts a line of its own rather than reading on from the colon.
+    text = ("## Sub-application docs\n\nOpen the docs at `/docs`. You will see the API docs "
+            "of the main app:\n\n<img src=\"/img/main.png\">\n\nThen open the docs of the "
+            "sub-application at `/subapi/docs`, under the sub-path prefix.")
+    shown = [evidence("E1", text, start=40)]
+    statements, _ = answer("Where are the docs of a mounted sub-application?", shown,
+                           FakeEmbedder())
+    quoted = statements[0][0]
+    assert "of the main app:\nThen open the docs of the sub-application" in quoted
+
+
 def test_a_sentence_ending_in_an_ellipsis_brings_the_code_it_introduces() -> None:
     # HTTPX's docs (and SvelteKit's) lead into an example with "..." where others write ":".
     text = ("# Logging\n\nYou can use Python's standard logging to see what the client does on "

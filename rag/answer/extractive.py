@@ -75,7 +75,10 @@ def _with_heading_name(p: Passage, quote: tuple[str, tuple[int, int]],
 
 def _gap(before: str) -> str:
     """What goes between a quote and the sentence after it: a line break when the quote
-    ends in the lines of a block (a passage's block follows its sentence on new lines)."""
+    ends in the lines of a block (a passage's block follows its sentence on new lines), or
+    on a lead-in whose block the answer cannot show (a screenshot after "...you will see:")."""
+    if before.rstrip().endswith(":"):
+        return "\n"
     last = before.rsplit("\n", 1)
     return "\n" if len(last) == 2 and not last[1].rstrip().endswith((".", "!", "?")) else " "
 
