@@ -253,3 +253,36 @@ def test_a_chunk_the_user_may_not_see_is_never_merged_in(pumps):
     everyone = retriever.places([(rows[0], 1.0), (rows[2], 0.9)], 5,
                                 retriever.filter_for(frozenset()))
     assert len(everyone) == 1 and len(everyone[0].chunk_ids) == 3
+
+
+def test_a_hit_reads_on_into_the_next_chunk_of_its_section_and_no_further(pumps):
+    docs, version, embedder = pumps
+    retriever = Retriever(version, embedder, RetrievalSettings(section_chunks=1))
+    rows = [i for i, c in enumerate(version.chunks) if c.heading == "Guide > Glacier pumps"]
+    first = retriever.places([(rows[0], 1.0)], 1, retriever.filter_for(frozenset()))[0]
+    longer = retriever.read_on(first)
+    assert longer is not None
+    assert list(longer.chunk_ids) == [version.chunks[r].chunk_id for r in rows[:2]]
+    assert longer.chunk.chunk_id == first.chunk.chunk_id and longer.rank == first.rank
+    assert (longer.chunk.start_line, longer.chunk.end_line) == (
+        first.chunk.start_line, version.chunks[rows[1]].end_line)
+    assert longer.chunk.text == _file_lines(docs, longer)
+    whole = retriever.read_on(longer)
+    assert whole is not None and len(whole.chunk_ids) == 3
+    assert retriever.read_on(whole) is None  # the section ends there: "Weather" is not read
+    (docs / "pumps.md").write_text(PUMPS.replace("runs dry", "is running dry"))
+    assert Retriever(version, embedder, RetrievalSettings()).read_on(first) is None
+
+
+def test_a_hit_never_reads_on_into_a_chunk_the_user_may_not_see(pumps):
+    from dataclasses import replace
+
+    _docs, version, embedder = pumps
+    rows = [i for i, c in enumerate(version.chunks) if c.heading == "Guide > Glacier pumps"]
+    version.chunks[rows[1]] = replace(version.chunks[rows[1]], visibility=("staff",))
+    retriever = Retriever(version, embedder, RetrievalSettings(section_chunks=1))
+    first = retriever.places([(rows[0], 1.0)], 1, retriever.filter_for(frozenset()))[0]
+    assert retriever.read_on(first) is None
+    assert retriever.read_on(first, frozenset({"guests"})) is None
+    staff = retriever.read_on(first, frozenset({"staff"}))
+    assert staff is not None and len(staff.chunk_ids) == 2

@@ -137,6 +137,26 @@ class Retriever:
             spans = sorted(spans, key=lambda s: (-s.score, s.best))[:k]
         return [span.hit(chunks, rank, files) for rank, span in enumerate(spans, start=1)]
 
+    def read_on(self, hit: SearchHit, groups: Iterable[str] = ()) -> SearchHit | None:
+        """The hit one chunk longer: joined, as a merged hit, with the chunk that follows
+        it in its section, so that a quote ending where the hit ends can read on. None
+        where the section ends with the hit, that chunk is hidden from these groups, the
+        file no longer holds them, or the store hands out only the chunks its searches
+        return."""
+        if searches_itself(self.index) or hit.chunk.start_col is not None:
+            return None
+        ids = hit.chunk_ids or (hit.chunk.chunk_id,)
+        first, last = (self.index.row_of(faiss_id(i)) for i in (ids[0], ids[-1]))
+        best = self.index.row_of(faiss_id(hit.chunk.chunk_id))
+        if first is None or last is None or best is None:
+            return None
+        span = _Span(first, last, best, hit.score)
+        files: dict[str, list[str] | None] = {}
+        if not span.take(last + 1, last - first + 2, self.index.chunks,
+                         self.filter_for(frozenset(groups)), files, self._docs_root):
+            return None
+        return span.hit(self.index.chunks, hit.rank, files)
+
     def embed_query(self, query: str) -> np.ndarray:
         """The query's vector; the last one is kept, since one question is searched several
         times (the hybrid search, then the abstention check's dense search)."""
