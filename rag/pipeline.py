@@ -18,7 +18,7 @@ from rag.retriever.retrieval import Retriever
 if TYPE_CHECKING:
     from rag.answer.abstention import AbstentionModel
     from rag.answer.scoring import PassageScorer
-    from rag.generator.base import GenerationResult, Generator
+    from rag.generator.base import GenerationResult, Generator, ReadOn
     from rag.indexer.embedding import Embedder
     from rag.retriever.evidence import Selection
 
@@ -129,6 +129,19 @@ class Pipeline:
         p = self._abstention.probability(values)
         return p >= self._abstention.threshold, {**values, "p_answerable": round(p, 4)}
 
+    def read_on(self, groups: frozenset[str]) -> ReadOn | None:
+        """Reads an Evidence item on into its section's next chunk, for these groups (a
+        quote that stopped where its hit ended goes on); None: this retriever cannot."""
+        longer = getattr(self.retriever, "read_on", None)
+        if longer is None:
+            return None
+
+        def read(ev: Evidence) -> Evidence | None:
+            hit = longer(ev.hit, groups)
+            return Evidence(ev.label, hit) if hit is not None else None
+
+        return read
+
     def select(self, question: str, hits: Sequence[SearchHit],
                groups: frozenset[str]) -> Selection:
         from rag.retriever.evidence import evidence_budget, select_evidence
@@ -191,8 +204,10 @@ class Pipeline:
         if use_embedder is not None and embedder is not None:  # built elsewhere (server)
             use_embedder(embedder)
         result: GenerationResult | None
+        read_on = self.read_on(groups)
+        reading = {"read_on": read_on} if getattr(generator, "reads_on", False) else {}
         try:
-            result = generator.generate(question, evidence)  # type: ignore[attr-defined]
+            result = generator.generate(question, evidence, **reading)  # type: ignore[attr-defined]
         except ModelOutputError:  # cut off, or never in the answer format
             if name in QUOTING or not self.settings.verification.extractive_fallback:
                 raise
@@ -207,8 +222,8 @@ class Pipeline:
                   "labels_verified": sum(label in shown for label in labels)}
 
         t0 = time.perf_counter()
-        statements, fallback = _verified(result, evidence, self.settings, groups,
-                                         question, name, self._embedder())
+        statements, fallback, base["evidence"] = _verified(
+            result, evidence, self.settings, groups, question, name, self._embedder(), read_on)
         timings["verify"] = time.perf_counter() - t0
         supported = tuple(s for s in statements if s.supported)
         for statement in supported:
@@ -239,9 +254,12 @@ def _coverage(question: str, evidence: tuple[Evidence, ...]) -> float:
 def _verified(
     result: GenerationResult | None, evidence: tuple[Evidence, ...], settings: Settings,
     groups: frozenset[str], question: str, name: str, embedder: Embedder | None = None,
-) -> tuple[list[Statement], bool]:
+    read_on: ReadOn | None = None,
+) -> tuple[list[Statement], bool, tuple[Evidence, ...]]:
     """Check the model's statements; fall back to an extractive answer if none survive, or
-    if the model's output was unusable (``result`` None)."""
+    if the model's output was unusable (``result`` None). Each answer is checked against
+    the evidence its quotes were read from (a hit read on, for the extractive one), which
+    is returned with the statements."""
     from rag.generator.extractive import ExtractiveGenerator
     from rag.verifier.verification import check_support
 
@@ -252,8 +270,9 @@ def _verified(
         if answer.insufficient_evidence:
             return []
         pairs = [(s.text, s.evidence) for s in answer.statements]
-        return check_support(pairs, evidence, threshold=threshold, allowed_groups=groups,
-                             quotes=generated.quotes, quoted=[s.quote for s in answer.statements])
+        return check_support(pairs, generated.evidence or evidence, threshold=threshold,
+                             allowed_groups=groups, quotes=generated.quotes,
+                             quoted=[s.quote for s in answer.statements])
 
     try:
         statements = check(result) if result else []
@@ -262,13 +281,15 @@ def _verified(
         if not settings.verification.extractive_fallback or name in QUOTING:
             raise
         statements, failed = [], True
+    given = (result.evidence if result else None) or evidence
     if (not failed or name in QUOTING or not settings.verification.extractive_fallback
             or result and result.answer.insufficient_evidence):
-        return statements, False
-    extractive = check(ExtractiveGenerator(embedder).generate(question, evidence))
+        return statements, False, given
+    quoted = ExtractiveGenerator(embedder).generate(question, evidence, read_on=read_on)
+    extractive = check(quoted)
     if not any(s.supported for s in extractive):
-        return statements, False
-    return extractive, True
+        return statements, False, given
+    return extractive, True, quoted.evidence or evidence
 
 
 def _join(texts: Iterable[str]) -> str:

@@ -325,10 +325,10 @@ def test_the_page_streams_the_stages_with_a_timer_and_can_cancel(page, served, m
     entered, release = threading.Event(), threading.Event()
     original = ExtractiveGenerator.generate
 
-    def slow(self: object, question: str, evidence: object) -> object:
+    def slow(self: object, question: str, evidence: object, **reading: object) -> object:
         entered.set()
         release.wait(20)
-        return original(self, question, evidence)  # type: ignore[arg-type]
+        return original(self, question, evidence, **reading)  # type: ignore[arg-type]
 
     monkeypatch.setattr(ExtractiveGenerator, "generate", slow)
     try:

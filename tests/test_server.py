@@ -207,10 +207,10 @@ def test_an_answer_in_flight_keeps_the_index_it_started_with(client, docs, tmp_p
     started, release = threading.Event(), threading.Event()
 
     class SlowExtractive(ExtractiveGenerator):
-        def generate(self, question, evidence):
+        def generate(self, question, evidence, **reading):
             started.set()
             assert release.wait(20)
-            return super().generate(question, evidence)
+            return super().generate(question, evidence, **reading)
 
     state.shared._generator = SlowExtractive()
     old_version = client.get("/health").json()["version"]

@@ -38,7 +38,7 @@ from rag.core.text import word_count
 from rag.reader.formats import quote_blocks
 from rag.reader.passages import FACT, NAME_HEADING, Block, is_labelled_fact
 
-__all__ = ["PassageScorer", "Quote", "choose"]
+__all__ = ["PassageScorer", "Quote", "choose", "read_further"]
 
 # --- choosing what to quote ------------------------------------------------------------------
 
@@ -54,6 +54,7 @@ class Quote:
     text: str
     label: str
     lines: tuple[int, int]
+    first: bool = False  # it quotes the best passage (the quote that may read on)
 
 
 NAME_REACH = 2  # the quote starts this many lines below the heading, at most
@@ -314,7 +315,51 @@ def choose(question: str, passages: Sequence[Passage]) -> list[Quote]:
         prev = quotes[-1] if quotes else None
         if prev is not None and prev.label == p.evidence.label and 0 <= lines[0] - prev.lines[1] <= 2:
             gap = "\n" if p.block.kind in ("item", "row") else _gap(prev.text)  # a line each
-            quotes[-1] = Quote(prev.text + gap + text, prev.label, (prev.lines[0], lines[1]))
+            quotes[-1] = Quote(prev.text + gap + text, prev.label, (prev.lines[0], lines[1]),
+                               prev.first or p is best)
         else:
-            quotes.append(Quote(text, p.evidence.label, lines))
+            quotes.append(Quote(text, p.evidence.label, lines, p is best))
     return quotes
+
+
+def read_further(quotes: Sequence[Quote], passages: Sequence[Passage], stop: int = 0,
+                 ) -> list[Quote]:
+    """The quotes with the first one read on into ``passages``: those of its evidence
+    read one chunk further into its section (Retriever.read_on), for a first quote that
+    stopped only because its hit ended. It reads on as within a chunk: the blocks that
+    follow while they fit the first quote's words, then the next paragraph's sentences
+    (or list's items) as far as they fit; short of file line ``stop`` (where another quote
+    of the file starts)."""
+    first = next((q for q in quotes if q.first), None)
+    if first is None or not passages:
+        return list(quotes)
+    chunk = passages[0].evidence.chunk
+    base, end = chunk.start_line, first.lines[1]
+    mine = sorted(passages, key=lambda q: q.order)
+    limit = READ_WORDS - sum(word_count(q.text) for q in quotes if q is not first)
+    text, words, heading = first.text, word_count(first.text), None
+    for unit in _units(chunk):
+        top, bottom = base + unit.blocks[0].first, base + unit.blocks[-1].last
+        if top <= end:
+            heading = unit.blocks[0].heading
+            continue
+        if unit.blocks[0].heading != heading or (stop and bottom >= stop):
+            break  # (a heading of the page's own, inside the section)
+        shown, (_, last) = _shown(unit.blocks, mine, base)
+        if not shown:
+            continue
+        if words + word_count(shown) <= limit:
+            text, words, end = text + "\n" + shown, words + word_count(shown), last
+            continue
+        gap = "\n"
+        for q in (q for q in mine if top <= q.lines[0] <= q.lines[1] <= bottom):
+            if unit.kind not in ("prose", "item") or words + q.words > limit \
+                    or q.text != q.sentence.text:
+                break
+            text, words, end = text + gap + q.text, words + q.words, q.lines[1]
+            gap = "\n" if unit.kind == "item" else " "
+        break
+    if end == first.lines[1]:
+        return list(quotes)
+    longer = Quote(text, first.label, (first.lines[0], end), True)
+    return [longer if q is first else q for q in quotes]

@@ -30,7 +30,7 @@ from rag.reader.formats import quote_blocks
 from rag.reader.prose import sentences
 from rag.stores.lexical import bm25_idf
 
-__all__ = ["PassageScorer", "answer_bonus", "is_release_note", "place_prior", "share"]
+__all__ = ["PassageScorer", "answer_bonus", "is_release_note", "place_prior", "share", "unscored"]
 
 if TYPE_CHECKING:
     from rag.indexer.embedding import Embedder
@@ -78,6 +78,12 @@ def _placed(read: Sequence[Passage], ev: Evidence, rank: int, before: int) -> li
         copy.window = [at[id(w)] for w in p.window]
         copy.read_on = [at[id(w)] for w in p.read_on]
     return copies
+
+
+def unscored(ev: Evidence) -> list[Passage]:
+    """The evidence's passages as read, before any question (nothing embedded): for a
+    quote that reads on into them."""
+    return _placed(_read(ev.chunk), ev, 0, 0)
 
 
 class PassageScorer:

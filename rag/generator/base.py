@@ -7,7 +7,7 @@ chooses among them: imports point from the chooser to the backends to this modul
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Annotated, Protocol
 
@@ -48,6 +48,9 @@ class GenerationResult:
     # File lines (start, end) each statement quotes verbatim, when the generator knows them
     # (the extractive one does); the verifier narrows those citations to these lines.
     quotes: tuple[tuple[int, int] | None, ...] = ()
+    # The evidence the quotes were read from, where a quote read a hit on into its
+    # section's next chunk (the extractive one may); None: the evidence it was given.
+    evidence: tuple[Evidence, ...] | None = None
 
 
 class Generator(Protocol):
@@ -56,3 +59,8 @@ class Generator(Protocol):
     name: str
 
     def generate(self, question: str, evidence: Sequence[Evidence]) -> GenerationResult: ...
+
+
+# Reads a hit on into the next chunk of its section (Retriever.read_on, for the asking
+# user's groups); None where it cannot. A generator that quotes may take one.
+ReadOn = Callable[["Evidence"], "Evidence | None"]
