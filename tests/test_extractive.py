@@ -501,6 +501,20 @@ def test_a_lowercase_paragraph_after_code_finishes_the_quote_before_it() -> None
     assert "follow no code" not in statements[0][0]
 
 
+def test_words_between_two_code_blocks_stay_in_the_quote() -> None:
+    text = ("## Hiding lines\n\n"
+            "Lines that start with the prefix are hidden. With the prefix `~`, this:\n\n"
+            "```\n~hidden()\nshown()\n```\n\n"
+            "will render as\n\n"
+            "```python\nshown()\n```\n\n"
+            "Another prefix can be set on each code block.")
+    statements, _ = answer("How are lines hidden with the prefix?",
+                           [evidence("E1", text, path="format/hiding.md")])
+    quoted = statements[0][0]
+    # the words that tell the two blocks apart are quoted between them, not dropped
+    assert "~hidden()\nshown()\n```\nwill render as\n```\nshown()" in quoted
+
+
 # An opening longer than a lead (LEAD_WORDS): a quote from later in its section does not
 # start there.
 LONG_OPENING = ("This part of the guide walks through every piece of a larger project one "

@@ -116,7 +116,8 @@ def sentences(blocks: Sequence[Block]) -> list[Sentence]:
             kept_previous = False
             # "...you write:" or "a new object would be created" opening a paragraph after a
             # code block finishes the sentence that introduced the block: quotable as the
-            # rest of that quote, never as a quote's start.
+            # rest of that quote, never as a quote's start; with another code block after
+            # it ("will render as"), it may end without a stop.
             continues = n == 0 and (text.startswith(("...", "…")) or text[:1].islower()
                                     and b_index > 0 and blocks[b_index - 1].kind == "code")
             # A short one ("...you write:") is kept only for the code it introduces.
@@ -137,7 +138,7 @@ def sentences(blocks: Sequence[Block]) -> list[Sentence]:
                 or len(text.split()) >= MIN_WORDS and bool(FACT_WORD.search(text))))
             if not labelled and (
                     len(text.split()) < (2 if continues and shows_code or lead else MIN_WORDS)
-                    or not _complete(text)
+                    or not (_complete(text) or continues and shows_code)
                     or (text[:1].islower() or text.startswith(("...", "…"))) and not continues):
                 continue  # a fragment, or a sentence cut short
             out.append(Sentence(text, first, last, b_index, ends, continues))
