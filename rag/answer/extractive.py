@@ -196,20 +196,30 @@ def _passage_quote(p: Passage, limit: int, stop: int, passages: Sequence[Passage
     if not text:
         return None
     # then the paragraph (or list) after, sentence by sentence (item by item) while they fit
-    if hi < len(found) and found[hi].kind in ("prose", "item") \
-            and found[hi].blocks[0].heading == heading:
-        first, final = base + found[hi].blocks[0].first, base + found[hi].blocks[-1].last
-        prev = next((q for q in reversed(mine) if q.lines[1] <= end), None)
-        for q in mine:
-            if not first <= q.lines[0] <= q.lines[1] <= final:
-                continue
-            if words + q.words > limit or (stop and q.lines[1] >= stop) \
-                    or q.text != q.sentence.text:
-                break
-            text += (_between(prev, q, text) if prev else "\n") + q.text
-            words += q.words
-            end, prev = q.lines[1], q
+    if hi < len(found) and found[hi].blocks[0].heading == heading:
+        text, words, end = _read_into(found[hi], text, words, end, mine, base, limit, stop)
     return text, (start, end)
+
+
+def _read_into(unit: Unit, text: str, words: int, end: int, mine: Sequence[Passage],
+               base: int, limit: int, stop: int) -> tuple[str, int, int]:
+    """A quote ending at file line ``end`` read on into a paragraph or list that does not
+    fit whole: its sentences (items) while they fit ``limit`` words and end short of line
+    ``stop``. The quote's text, words and last line."""
+    if unit.kind not in ("prose", "item"):
+        return text, words, end
+    first, final = base + unit.blocks[0].first, base + unit.blocks[-1].last
+    prev = next((q for q in reversed(mine) if q.lines[1] <= end), None)
+    for q in mine:
+        if not first <= q.lines[0] <= q.lines[1] <= final:
+            continue
+        if words + q.words > limit or (stop and q.lines[1] >= stop) \
+                or q.text != q.sentence.text:
+            break
+        text += (_between(prev, q, text) if prev else "\n") + q.text
+        words += q.words
+        end, prev = q.lines[1], q
+    return text, words, end
 
 
 def run_on_lines(p: Passage) -> tuple[int, int]:
@@ -351,13 +361,7 @@ def read_further(quotes: Sequence[Quote], passages: Sequence[Passage], stop: int
         if words + word_count(shown) <= limit:
             text, words, end = text + "\n" + shown, words + word_count(shown), last
             continue
-        gap = "\n"
-        for q in (q for q in mine if top <= q.lines[0] <= q.lines[1] <= bottom):
-            if unit.kind not in ("prose", "item") or words + q.words > limit \
-                    or q.text != q.sentence.text:
-                break
-            text, words, end = text + gap + q.text, words + q.words, q.lines[1]
-            gap = "\n" if unit.kind == "item" else " "
+        text, words, end = _read_into(unit, text, words, end, mine, base, limit, stop)
         break
     if end == first.lines[1]:
         return list(quotes)
