@@ -99,12 +99,13 @@ class Pipeline:
         """What the abstention model reads: the best dense hits, coverage, and how well the
         best evidence passage matches (see rag.answer.abstention)."""
         from rag.answer.abstention import DENSE_K, signals
+        from rag.core.text import index_terms
 
         passages = self.scorer().passages(question, evidence)
         # Word rarity among the chunks these groups may see only: counts over every chunk
         # would let a restricted page's words change whether an outsider gets an answer.
         counts = getattr(self.retriever, "document_frequencies", None)
-        frequency, size = counts(groups) if counts else (None, 0)
+        frequency, size = counts(index_terms(question), groups) if counts else (None, 0)
         dense = self.retriever.search(question, k=DENSE_K, mode="dense", groups=groups)
         return signals(question, evidence, passages, dense, frequency, size)
 

@@ -3,7 +3,8 @@
 Starts a throwaway PostgreSQL with pgvector (pgserver) unless --dsn is given, copies the
 folder index's vectors into it (keyed by text hash, so nothing is embedded again), indexes
 the docs into it, runs `rag eval --generator extractive` on both stores and compares the
-file- and section-level retrieval metrics. Exits 0 only when each is within --tolerance.
+file- and section-level retrieval metrics and the answer metrics (must_include, citation
+precision, abstention). Exits 0 only when each is within --tolerance.
 
     python scripts/store_parity.py --index indexes/fastapi-base \
         --docs ../shared/corpora/fastapi --eval ../shared/evals/fastapi.jsonl
@@ -24,7 +25,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 METRICS = ("hit@1", "hit@3", "hit@5", "mrr", "section_hit@1", "section_hit@3", "section_hit@5",
-           "section_mrr", "evidence_hit")
+           "section_mrr", "evidence_hit", "must_include", "citation_precision", "abstention",
+           "false_abstention")
 
 
 def run_eval(store_env: dict[str, str], args: argparse.Namespace, out: Path) -> dict[str, float]:

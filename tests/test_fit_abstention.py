@@ -89,8 +89,8 @@ def _signals(question: str, evidence_text: str, dense: list[float]) -> dict[str,
     index = LexicalIndex.build(DOCS)
     evidence = [Evidence("E1", make_hit("c1", text=evidence_text, heading=None))]
     passages = PassageScorer().passages(question, evidence)
-    return signals(question, evidence, passages, _hits(dense), index.document_frequency,
-                   index.size)
+    counts = {w: index.document_frequency(w) for w in index_terms(question)}
+    return signals(question, evidence, passages, _hits(dense), counts, index.size)
 
 
 def test_document_frequency_counts_the_chunks_holding_a_word() -> None:
@@ -128,7 +128,8 @@ def test_only_the_best_passage_counts_not_words_scattered_over_the_evidence() ->
 
     def coverage(evidence: list[Evidence]) -> float:
         passages = PassageScorer().passages(question, evidence)
-        return signals(question, evidence, passages, _hits([0.8]), index.document_frequency,
+        counts = {w: index.document_frequency(w) for w in index_terms(question)}
+        return signals(question, evidence, passages, _hits([0.8]), counts,
                        index.size)["best_idf_coverage"]
 
     assert coverage(together) == 1.0 > coverage(scattered)

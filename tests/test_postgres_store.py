@@ -12,6 +12,7 @@ import pytest
 
 from rag.core.config import Settings
 from rag.core.errors import IndexBusyError, IndexingError, RetrievalError
+from rag.core.records import SearchHit
 from rag.indexer.indexing import build_index
 from rag.pipeline import open_retriever
 from rag.stores import postgres
@@ -464,3 +465,61 @@ def test_chunks_keep_their_reader_and_a_database_from_before_still_answers(docs,
     assert run_sql(pg_dsn, "SELECT DISTINCT format FROM rag_chunks c JOIN rag_versions v "
                            "ON v.id = c.version_id WHERE v.is_current "
                            "AND source_path = 'options.txt'") == [("rst",)]
+
+
+PUMPS = """# Guide
+
+## Glacier pumps
+
+Glacier pumps move meltwater uphill. Each pump has a pressure gauge and a
+relief valve that opens when the pressure rises above the limit.
+
+Pressure drops when a glacier pump runs dry; the gauge then reads zero and
+the relief valve closes again until the meltwater returns.
+
+Restart a glacier pump by priming it with water, then watch the pressure
+gauge climb back into the green band before opening the outlet.
+"""
+
+
+def test_a_section_merges_and_reads_on_as_in_the_folder_store(tmp_path, pg_dsn, embedder):
+    """A hit is a place in the team store too: two chunks of one section that rank merge
+    with the chunk between them, and a hit reads on into its section's next chunk, though
+    no search returned that chunk. The server's evidence, and so its answers, are the
+    folder index's."""
+    from rag.core.config import ChunkingSettings
+
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "pumps.md").write_text(PUMPS, encoding="utf-8")
+    folder_settings, database_settings = Settings(), pg_settings(pg_dsn)
+    for settings in (folder_settings, database_settings):
+        settings.chunking = ChunkingSettings(max_tokens=30, min_tokens=0)
+        settings.retrieval.section_chunks = 3
+    build_index(docs, tmp_path / "index", folder_settings, embedder)
+    build_index(docs, UNUSED, database_settings, embedder)
+    folder = open_retriever(tmp_path / "index", folder_settings, embedder)
+    database = open_retriever(UNUSED, database_settings, embedder)
+    section = [c for c in folder.index.chunks if c.heading == "Guide > Glacier pumps"]
+    assert len(section) == 3
+
+    # The first and last chunks hold these words, the middle one none of them.
+    want = folder.search("uphill limit priming outlet", mode="lexical", k=3)
+    got = database.search("uphill limit priming outlet", mode="lexical", k=3)
+    assert [_place(h) for h in got] == [_place(h) for h in want]
+    assert [h.score for h in got] == pytest.approx([h.score for h in want], rel=1e-6)
+    assert list(got[0].chunk_ids) == [c.chunk_id for c in section]
+
+    first = database.search("uphill", mode="lexical", k=1)[0]
+    assert first.chunk == section[0]
+    longer = database.read_on(first)
+    assert longer is not None
+    assert _place(longer) == _place(folder.read_on(folder.search("uphill", mode="lexical",
+                                                                 k=1)[0]))
+    assert list(longer.chunk_ids) == [c.chunk_id for c in section[:2]]
+
+
+def _place(hit: SearchHit | None) -> dict[str, object]:
+    """What a hit shows, its score aside (the database sums BM25 in float8 in its own order)."""
+    assert hit is not None
+    return {k: v for k, v in hit.to_dict().items() if k != "score"}

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, ValidationError
@@ -47,22 +47,24 @@ MAX_NAMES = 3
 
 def signals(question: str, evidence: Sequence[Evidence], passages: Sequence[Passage],
             dense: Sequence[SearchHit],
-            document_frequency: Callable[[str], int] | None = None,
+            document_frequency: Mapping[str, int] | None = None,
             size: int = 0) -> dict[str, float]:
     """The raw signals for one question (see the module docstring). ``passages``: the
     evidence's passages scored against the question, best first (rag.answer.extractive);
     ``dense``: the best hits of search by meaning alone (DENSE_K), best first;
     ``document_frequency``: how many of the ``size`` chunks the asker may see
-    hold a BM25 word (never counting others, whose words must not sway the decision), or
-    None where the index cannot say (every word then weighs 1 and none counts as absent)."""
+    hold each of the question's BM25 words (never counting others, whose words must not
+    sway the decision), or None where the index cannot say (every word then weighs 1 and
+    none counts as absent)."""
     from rag.verifier.verification import missing_words
 
     missing = set(missing_words(question, evidence))
     words = content_words(question)
     # The question's BM25 words, each weighed by its rarity in the index.
-    found = {w: document_frequency(w) if document_frequency else 1
+    counted = document_frequency is not None
+    found = {w: document_frequency.get(w, 0) if document_frequency is not None else 1
              for w in dict.fromkeys(index_terms(question))}
-    weight = {w: bm25_idf(n, size) if document_frequency else 1.0 for w, n in found.items()}
+    weight = {w: bm25_idf(n, size) if counted else 1.0 for w, n in found.items()}
     total = sum(weight.values()) or 1.0
     best = passages[0] if passages else None
     held = set(index_terms(" ".join([best.text, *(w.text for w in best.window), best.heading]))

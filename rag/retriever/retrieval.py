@@ -17,9 +17,10 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from functools import lru_cache
+from itertools import pairwise
 from pathlib import Path
 
 import numpy as np
@@ -118,6 +119,8 @@ class Retriever:
         limit = self.settings.section_chunks if section_chunks is None else section_chunks
         bonus = self.settings.section_bonus if bonus is None else bonus
         chunks = self.index.chunks
+        if searches_itself(self.index) and limit > 1:  # it holds only the rows searches return
+            self.index.fetch(_gaps([row for row, _ in ranked], chunks, limit), filt.groups)
         spans: list[_Span] = []
         by_section: dict[tuple[str, str | None], list[_Span]] = {}
         files: dict[str, list[str] | None] = {}  # file lines, read once per search
@@ -140,16 +143,17 @@ class Retriever:
     def read_on(self, hit: SearchHit, groups: Iterable[str] = ()) -> SearchHit | None:
         """The hit one chunk longer: joined, as a merged hit, with the chunk that follows
         it in its section, so that a quote ending where the hit ends can read on. None
-        where the section ends with the hit, that chunk is hidden from these groups, the
-        file no longer holds them, or the store hands out only the chunks its searches
-        return."""
-        if searches_itself(self.index) or hit.chunk.start_col is not None:
+        where the section ends with the hit, that chunk is hidden from these groups, or the
+        file no longer holds them."""
+        if hit.chunk.start_col is not None:
             return None
         ids = hit.chunk_ids or (hit.chunk.chunk_id,)
         first, last = (self.index.row_of(faiss_id(i)) for i in (ids[0], ids[-1]))
         best = self.index.row_of(faiss_id(hit.chunk.chunk_id))
         if first is None or last is None or best is None:
             return None
+        if searches_itself(self.index):  # no search may have returned that chunk
+            self.index.fetch([last + 1], frozenset(groups))
         span = _Span(first, last, best, hit.score)
         files: dict[str, list[str] | None] = {}
         if not span.take(last + 1, last - first + 2, self.index.chunks,
@@ -198,16 +202,16 @@ class Retriever:
         return self.index.lexical.search(query, min(k, filt.count), filt.rows)
 
     def document_frequencies(
-        self, groups: frozenset[str]
-    ) -> tuple[Callable[[str], int] | None, int]:
-        """How many chunks these groups may see hold a BM25 word, and how many they may see:
-        word statistics for abstention that say nothing of chunks hidden from them. (None, 0)
-        where the index cannot say (a store that searches itself)."""
+        self, words: Sequence[str], groups: frozenset[str]
+    ) -> tuple[dict[str, int], int]:
+        """How many chunks these groups may see hold each (tokenized) BM25 word, and how many
+        they may see: word statistics for abstention that say nothing of chunks hidden from
+        them."""
         if searches_itself(self.index):
-            return None, 0
+            return self.index.document_frequencies(words, groups)
         filt = self.filter_for(groups)
         lexical = self.index.lexical
-        return (lambda word: lexical.document_frequency(word, filt.rows)), filt.count
+        return {w: lexical.document_frequency(w, filt.rows) for w in words}, filt.count
 
     def filter_for(self, groups: frozenset[str]) -> _Filter:
         """Which rows these groups may see (cached for the most recently used group sets)."""
@@ -323,6 +327,21 @@ class _Span:
         chunk = replace(best, text="\n".join(lines[start - 1:end]),
                         start_line=start, end_line=end, start_col=None, end_col=None)
         return SearchHit(chunk, self.score, rank, tuple(c.chunk_id for c in merged))
+
+
+def _gaps(rows: list[int], chunks: Sequence[Chunk], limit: int) -> set[int]:
+    """The rows between ranked rows of one section close enough to merge (within ``limit``
+    chunks): what merging them takes in."""
+    by_section: dict[tuple[str, str | None], set[int]] = {}
+    for row in rows:
+        by_section.setdefault((chunks[row].source_path, chunks[row].heading), set()).add(row)
+    gaps: set[int] = set()
+    for found in by_section.values():
+        ordered = sorted(found)
+        for a, b in pairwise(ordered):
+            if b - a + 1 <= limit:
+                gaps.update(range(a + 1, b))
+    return gaps
 
 
 def _file_holds(run: list[Chunk], files: dict[str, list[str] | None], root: Path) -> bool:

@@ -8,7 +8,7 @@ interface below; a loaded folder index (``rag.stores.folder.IndexVersion``) does
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypeGuard
 
@@ -38,6 +38,19 @@ class SearchableIndex(Protocol):
 
     def lexical(self, query: str, k: int, groups: frozenset[str]) -> list[tuple[int, float]]:
         """Best k visible rows by BM25, only rows with a positive score."""
+        ...
+
+    def document_frequencies(self, words: Sequence[str], groups: frozenset[str]
+                             ) -> tuple[dict[str, int], int]:
+        """How many visible chunks hold each BM25 word, and how many are visible."""
+        ...
+
+    def row_of(self, fid: int) -> int | None:
+        """The row of a chunk (by FAISS id) that a search or fetch returned."""
+        ...
+
+    def fetch(self, rows: Iterable[int], groups: frozenset[str]) -> None:
+        """Make these rows, those the groups may see, readable in ``chunks``."""
         ...
 
     def stale(self) -> bool:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import Counter, OrderedDict
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import PurePosixPath
 from typing import Any
 
@@ -25,7 +25,7 @@ from rag.core.config import Settings
 from rag.core.errors import IndexingError, RetrievalError
 from rag.core.records import Chunk
 from rag.core.text import index_terms
-from rag.stores.folder import Manifest
+from rag.stores.folder import Manifest, faiss_id
 from rag.stores.pg_schema import Pool, pool, where
 
 # A deadlock or serialization failure aborts one query that a writer's locks crossed;
@@ -51,6 +51,7 @@ class Rows(Sequence[Chunk]):
     def __init__(self, count: int) -> None:
         self._count = count
         self._seen: dict[int, Chunk] = {}
+        self._row_of: dict[int, int] = {}  # faiss_id(chunk_id) -> row, for the rows seen
 
     def __len__(self) -> int:
         return self._count
@@ -67,6 +68,13 @@ class Rows(Sequence[Chunk]):
         raise IndexingError("the postgres store hands out chunks through its searches only; "
                             "this needs every chunk of the index (use the folder store)")
 
+    def seen(self, row: int) -> bool:
+        return row in self._seen
+
+    def row_of(self, fid: int) -> int | None:
+        """The row of the chunk with this FAISS id, if a search or fetch returned it."""
+        return self._row_of.get(int(fid))
+
     def remember(self, record: tuple[Any, ...]) -> int:
         row = int(record[0])
         if row not in self._seen:
@@ -75,6 +83,7 @@ class Rows(Sequence[Chunk]):
                 start_line=int(record[5]), end_line=int(record[6]), heading=record[7],
                 visibility=tuple(record[8] or ()), start_col=record[9], end_col=record[10],
                 format=record[11])
+            self._row_of[faiss_id(record[1])] = row
         return row
 
 
@@ -217,6 +226,33 @@ class PostgresIndex:
             {"terms": list(counts), "n": list(counts.values()), "k": k, "chunks": visible,
              "mean": mean_length}, groups)
         return [(row, score) for row, score in self._ranked(rows) if score > 0]
+
+    def document_frequencies(self, words: Sequence[str], groups: frozenset[str]
+                             ) -> tuple[dict[str, int], int]:
+        """How many chunks these groups may see hold each (tokenized) BM25 word, and how
+        many they may see: the statistics the lexical search scores with."""
+        terms = sorted(set(words))
+        visible = self.visible_count(groups)
+        if not terms or visible == 0:
+            return dict.fromkeys(terms, 0), visible
+        rows = self._run(
+            "SELECT q.term, count(*) FROM unnest(%(terms)s::text[]) AS q(term) "
+            "JOIN rag_terms t ON t.term = q.term "
+            "JOIN rag_chunks c ON c.content_hash = t.content_hash AND c.version_id = %(v)s "
+            f"WHERE {VISIBLE} GROUP BY q.term", {"terms": terms}, groups)
+        return {**dict.fromkeys(terms, 0), **{str(t): int(n) for t, n in rows}}, visible
+
+    def row_of(self, fid: int) -> int | None:
+        return self.chunks.row_of(fid)
+
+    def fetch(self, rows: Iterable[int], groups: frozenset[str]) -> None:
+        """Read these rows into ``chunks``, those of them the groups may see: a merged hit
+        or a quote reading on takes in chunks next to those a search returned."""
+        wanted = sorted({r for r in rows if 0 <= r < len(self.chunks) and not self.chunks.seen(r)})
+        if wanted:
+            self._ranked(self._run(
+                f"SELECT {self.columns}, 0 FROM rag_chunks c WHERE c.version_id = %(v)s "
+                f"AND c.pos = ANY(%(rows)s::int[]) AND {VISIBLE}", {"rows": wanted}, groups))
 
     def _ranked(self, rows: list[tuple[Any, ...]]) -> list[tuple[int, float]]:
         with self._lock:
