@@ -523,3 +523,42 @@ def _place(hit: SearchHit | None) -> dict[str, object]:
     """What a hit shows, its score aside (the database sums BM25 in float8 in its own order)."""
     assert hit is not None
     return {k: v for k, v in hit.to_dict().items() if k != "score"}
+
+
+def test_the_tools_that_name_files_work_on_the_team_store(docs, pg_dsn, embedder):
+    """list_sources, read_lines (MCP) and POST /verify name files rather than search: on the
+    database store, served as a reader role, they see the files the asker's groups may see,
+    and a restricted file stays missing for everyone else."""
+    from rag.core.errors import RagError
+    from rag.interfaces.mcp_server import DocsTools
+    from rag.pipeline import Pipeline
+    from rag.verifier.reverify import VerifyRequest, answer_json, verify_payload
+
+    build_index(docs, UNUSED, pg_settings(pg_dsn), embedder)
+    settings = pg_settings(reader_role(pg_dsn))
+    retriever = open_retriever(UNUSED, settings, embedder)
+    with Pipeline(UNUSED, settings, generator="extractive", retriever=retriever) as pipeline:
+        outsider = DocsTools(pipeline, docs, settings, frozenset())
+        staff = DocsTools(pipeline, docs, settings, frozenset({"staff"}))
+        listed = {s["source_path"] for s in outsider.list_sources()["sources"]}
+        assert "server-ports.md" in listed and "staff/runbook.md" not in listed
+        assert "staff/runbook.md" in {s["source_path"] for s in staff.list_sources()["sources"]}
+        with pytest.raises(RagError, match="no source"):
+            outsider.read_lines("staff/runbook.md", 1, 3)
+        assert staff.read_lines("staff/runbook.md", 1, 3)["lines"]
+
+        ask = outsider.ask_docs(QUERIES[0])
+        cited = ask["citations"][0]
+        read = outsider.read_lines(cited["source_path"], cited["start_line"], cited["end_line"])
+        assert [line["text"] for line in read["lines"]] == cited["text"].split("\n")
+        assert not read["changed_since_indexed"]
+
+        def verified(question: str, groups: list[str], by: list[str]) -> bool:
+            saved = answer_json(pipeline.ask(question, groups=groups), docs)
+            assert saved["citations"]
+            request = VerifyRequest(answer=saved, groups=by)
+            return bool(verify_payload(request, docs, retriever.index, settings)["all_exact"])
+
+        assert verified(QUERIES[0], [], [])
+        assert verified("How is the admin token rotated?", ["staff"], ["staff"])
+        assert not verified("How is the admin token rotated?", ["staff"], [])

@@ -22,6 +22,8 @@ from rag.core.config import Settings
 from rag.core.errors import RagError
 from rag.pipeline import Pipeline
 from rag.reader.docfiles import DocsGate
+from rag.stores import sources_for
+from rag.stores.folder import Sources
 from rag.verifier.reverify import answer_json, may_see, restricted_to
 
 MAX_READ_LINES = 400  # lines one read_lines call returns at most
@@ -60,15 +62,16 @@ class DocsTools:
         self.groups = groups
         self.lock = threading.Lock()
 
-    @property
-    def version(self) -> Any:
-        return self.pipeline.retriever.index
+    def sources(self) -> Sources:
+        """The indexed files and chunks these groups may be shown (rag.stores.Sources)."""
+        return sources_for(self.pipeline.retriever.index, self.groups)
 
     def _visible(self, rel: str, lines: list[str] | None) -> bool:
-        entry = self.version.manifest.files.get(rel)
+        found = self.sources()
+        entry = found.files.get(rel)
         if entry is None:
             return False
-        return may_see(self.groups, restricted_to(rel, self.version.chunks, entry.visibility,
+        return may_see(self.groups, restricted_to(rel, found.chunks, entry.visibility,
                                                   lines, self.settings))
 
     def search_docs(
@@ -140,8 +143,8 @@ class DocsTools:
         unknown = RagError(f"no source {path!r} in the docs you may see (list_sources has them)")
         # One gate and one answer for missing, not indexed and restricted: a caller without
         # the group must not learn that a restricted file exists.
-        found = DocsGate(self.docs, self.settings.docs.max_file_bytes,
-                         self.version.manifest.files, self._visible,
+        files = self.sources().files
+        found = DocsGate(self.docs, self.settings.docs.max_file_bytes, files, self._visible,
                          tuple(self.settings.docs.extensions)).open(path)
         if found is None:
             raise unknown
@@ -149,8 +152,7 @@ class DocsTools:
         if start_line > len(lines):
             raise RagError(f"{rel} has {len(lines)} lines; start_line {start_line} is past its end")
         end = min(end_line, len(lines))
-        changed = hashlib.sha256(found.raw).hexdigest() != (
-            self.version.manifest.files[rel].content_hash)
+        changed = hashlib.sha256(found.raw).hexdigest() != files[rel].content_hash
         return {"source_path": rel, "start_line": start_line, "end_line": end,
                 "total_lines": len(lines), "changed_since_indexed": changed,
                 "lines": [{"number": n, "text": lines[n - 1]}
@@ -158,11 +160,12 @@ class DocsTools:
 
     def list_sources(self) -> dict[str, Any]:
         """The docs files you may see, each with its title (first heading) and chunk count."""
+        found = self.sources()
         chunks: dict[str, list[Any]] = {}
-        for c in self.version.chunks:
+        for c in found.chunks:
             chunks.setdefault(c.source_path, []).append(c)
         out = []
-        for rel in sorted(self.version.manifest.files):
+        for rel in sorted(found.files):
             if not self._visible(rel, None):
                 continue
             mine = chunks.get(rel, [])

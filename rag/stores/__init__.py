@@ -18,7 +18,7 @@ from rag.core.records import Chunk
 
 if TYPE_CHECKING:
     from rag.core.config import Settings
-    from rag.stores.folder import Manifest
+    from rag.stores.folder import Manifest, Sources
 
 
 class SearchableIndex(Protocol):
@@ -53,6 +53,10 @@ class SearchableIndex(Protocol):
         """Make these rows, those the groups may see, readable in ``chunks``."""
         ...
 
+    def sources(self, groups: frozenset[str]) -> Sources:
+        """The files and chunks (text left out) these groups may see."""
+        ...
+
     def stale(self) -> bool:
         """True once another process made a newer version current."""
         ...
@@ -61,6 +65,15 @@ class SearchableIndex(Protocol):
 def searches_itself(index: object) -> TypeGuard[SearchableIndex]:
     """Whether the index runs its own searches (checked on the type: no property is read)."""
     return callable(getattr(type(index), "visible_count", None))
+
+
+def sources_for(index: Any, groups: frozenset[str]) -> Sources:
+    """The Sources of a loaded index for these groups (rag.stores.folder.Sources)."""
+    from rag.stores.folder import Sources
+
+    if searches_itself(index):
+        return index.sources(groups)  # type: ignore[no-any-return]
+    return Sources(index.manifest.files, index.chunks)
 
 
 def is_stale(index: object) -> bool:

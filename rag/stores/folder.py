@@ -23,7 +23,7 @@ import os
 import shutil
 import time
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -56,6 +56,18 @@ class FileEntry:
     content_hash: str
     chunk_ids: list[str]
     visibility: list[str] = field(default_factory=list)  # from front matter only
+
+
+@dataclass(frozen=True)
+class Sources:
+    """What one index version holds that a set of groups may be shown, for the tools that
+    name files rather than search (listing sources, reading cited lines, re-checking a
+    saved answer): the files' manifest entries and their chunks. A folder index gives all
+    of them and the callers check each file's groups; a database gives only the rows these
+    groups may see, chunk text left out."""
+
+    files: Mapping[str, FileEntry]
+    chunks: Sequence[Chunk]
 
 
 @dataclass

@@ -25,7 +25,7 @@ from rag.core.config import Settings
 from rag.core.errors import IndexingError, RetrievalError
 from rag.core.records import Chunk
 from rag.core.text import index_terms
-from rag.stores.folder import Manifest, faiss_id
+from rag.stores.folder import FileEntry, Manifest, Sources, faiss_id
 from rag.stores.pg_schema import Pool, pool, where
 
 # A deadlock or serialization failure aborts one query that a writer's locks crossed;
@@ -33,6 +33,7 @@ from rag.stores.pg_schema import Pool, pool, where
 TRANSIENT = ("40P01", "40001")
 RETRIES = 3
 STALE_CHECK_S = 1.0  # how often a server asks which version is current
+SOURCES_CACHE = 8  # group sets whose file listings are kept (each holds every visible chunk's place)
 COUNT_CACHE = 128  # group sets whose visible counts are kept (as rag.retriever.retrieval.FILTER_CACHE)
 K1, B = 1.5, 0.75  # bm25s defaults (Lucene BM25), so scores equal the folder store's
 CHUNK_COLUMNS = ("c.pos, c.chunk_id, c.source_id, c.source_path, c.text, c.start_line, "
@@ -104,6 +105,7 @@ class PostgresIndex:
         self.columns = columns  # what a search reads of each chunk it returns
         # LRU: every distinct group set a token or proxy sends would otherwise stay for good.
         self._counts: OrderedDict[frozenset[str], tuple[int, float]] = OrderedDict()
+        self._sources: OrderedDict[frozenset[str], Sources] = OrderedDict()
         self._checked = time.monotonic()
         self._lock = threading.Lock()
 
@@ -244,6 +246,33 @@ class PostgresIndex:
 
     def row_of(self, fid: int) -> int | None:
         return self.chunks.row_of(fid)
+
+    def sources(self, groups: frozenset[str]) -> Sources:
+        """The files of this version these groups may see, and their chunks without text
+        (for listing, reading lines and re-checking answers), kept for SOURCES_CACHE group
+        sets: a version never changes."""
+        with self._lock:
+            if groups in self._sources:
+                self._sources.move_to_end(groups)
+                return self._sources[groups]
+        files = self._run(
+            "SELECT f.path, f.source_id, f.content_hash, f.chunk_ids, f.front_matter "
+            "FROM rag_files f WHERE f.version_id = %(v)s AND (f.visibility = '{}' OR "
+            "f.visibility && %(groups)s::text[]) ORDER BY f.path", {}, groups)
+        columns = self.columns.replace("c.text", "''::text")
+        chunks = self._run(f"SELECT {columns} FROM rag_chunks c WHERE c.version_id = %(v)s "
+                           f"AND {VISIBLE} ORDER BY c.pos", {}, groups)
+        found = Sources(
+            {str(r[0]): FileEntry(r[1], r[2], list(r[3]), list(r[4] or ())) for r in files},
+            [Chunk(chunk_id=r[1], source_id=r[2], source_path=r[3], text="",
+                   start_line=int(r[5]), end_line=int(r[6]), heading=r[7],
+                   visibility=tuple(r[8] or ()), start_col=r[9], end_col=r[10], format=r[11])
+             for r in chunks])
+        with self._lock:
+            self._sources[groups] = found
+            while len(self._sources) > SOURCES_CACHE:
+                self._sources.popitem(last=False)
+        return found
 
     def fetch(self, rows: Iterable[int], groups: frozenset[str]) -> None:
         """Read these rows into ``chunks``, those of them the groups may see: a merged hit

@@ -297,12 +297,16 @@ def verify_payload(request: VerifyRequest, docs: Path, version: Any,
     check_citation_cap(request.answer, settings.server.max_verify_citations)
     groups = frozenset(g.strip() for g in request.groups if g.strip())
 
-    def allowed(rel: str, lines: list[str] | None) -> bool:
-        entry = version.manifest.files.get(rel)
-        front = entry.visibility if entry is not None else []
-        return may_see(groups, restricted_to(rel, version.chunks, front, lines, settings))
+    from rag.stores import sources_for
 
-    gate = DocsGate(docs, settings.docs.max_file_bytes, version.manifest.files, allowed,
+    found = sources_for(version, groups)
+
+    def allowed(rel: str, lines: list[str] | None) -> bool:
+        entry = found.files.get(rel)
+        front = entry.visibility if entry is not None else []
+        return may_see(groups, restricted_to(rel, found.chunks, front, lines, settings))
+
+    gate = DocsGate(docs, settings.docs.max_file_bytes, found.files, allowed,
                     tuple(settings.docs.extensions))
     checks = recheck_answer(request.answer, gate)
     return {"all_exact": all(c.status == "exact" for c in checks),
