@@ -515,6 +515,20 @@ def test_words_between_two_code_blocks_stay_in_the_quote() -> None:
     assert "~hidden()\nshown()\n```\nwill render as\n```\nshown()" in quoted
 
 
+def test_code_a_sentence_brings_cut_short_is_not_quoted_again_whole() -> None:
+    steps = "\n".join(f"  - name: step {n}\n    run: make step-{n}" for n in range(1, 9))
+    text = ("## Syncing and running\n\n"
+            "Once the tools are installed, the project is built with the workflow below:\n\n"
+            f"```yaml\njobs:\n  build:\n    steps:\n{steps}\n```\n\n"
+            "The workflow runs on every push.")
+    statements, _ = answer("How is the project built in the workflow?",
+                           [evidence("E1", text, path="guides/github.md")])
+    quoted = statements[0][0]
+    assert quoted.startswith("Once the tools are installed")
+    assert quoted.count("jobs:") == 1  # the page's one code block, once (cut at its cap)
+    assert quoted.count("step 1") == 1
+
+
 # An opening longer than a lead (LEAD_WORDS): a quote from later in its section does not
 # start there.
 LONG_OPENING = ("This part of the guide walks through every piece of a larger project one "

@@ -135,8 +135,8 @@ def _shown(blocks: Sequence[Block], mine: Sequence[Passage], base: int,
     text, first, last, brought, prev = "", -1, base + blocks[0].first, -1, None
     said: set[str] = set()
     for b in blocks:
-        if base + b.last <= brought:
-            continue
+        if base + b.first <= brought:
+            continue  # a sentence brought it, whole or cut at MAX_CODE_LINES: shown once
         if b.kind == "code":
             code = fenced(b.lines)
             if code:
