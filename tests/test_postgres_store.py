@@ -525,21 +525,27 @@ def _place(hit: SearchHit | None) -> dict[str, object]:
     return {k: v for k, v in hit.to_dict().items() if k != "score"}
 
 
-def test_the_tools_that_name_files_work_on_the_team_store(docs, pg_dsn, embedder):
+def test_the_tools_that_name_files_work_on_the_team_store(docs, tmp_path, pg_dsn, embedder):
     """list_sources, read_lines (MCP) and POST /verify name files rather than search: on the
     database store, served as a reader role, they see the files the asker's groups may see,
-    and a restricted file stays missing for everyone else."""
+    as a folder index shows them, and a restricted file stays missing for everyone else."""
     from rag.core.errors import RagError
     from rag.interfaces.mcp_server import DocsTools
     from rag.pipeline import Pipeline
     from rag.verifier.reverify import VerifyRequest, answer_json, verify_payload
 
     build_index(docs, UNUSED, pg_settings(pg_dsn), embedder)
+    build_index(docs, tmp_path / "index", Settings(), embedder)
     settings = pg_settings(reader_role(pg_dsn))
     retriever = open_retriever(UNUSED, settings, embedder)
-    with Pipeline(UNUSED, settings, generator="extractive", retriever=retriever) as pipeline:
+    with Pipeline(UNUSED, settings, generator="extractive", retriever=retriever) as pipeline, \
+            Pipeline(tmp_path / "index", Settings(), generator="extractive",
+                     retriever=open_retriever(tmp_path / "index", Settings(), embedder)) as laptop:
         outsider = DocsTools(pipeline, docs, settings, frozenset())
         staff = DocsTools(pipeline, docs, settings, frozenset({"staff"}))
+        for groups, tools in ((frozenset(), outsider), (frozenset({"staff"}), staff)):
+            folder = DocsTools(laptop, docs, Settings(), groups)
+            assert tools.list_sources()["sources"] == folder.list_sources()["sources"]
         listed = {s["source_path"] for s in outsider.list_sources()["sources"]}
         assert "server-ports.md" in listed and "staff/runbook.md" not in listed
         assert "staff/runbook.md" in {s["source_path"] for s in staff.list_sources()["sources"]}

@@ -170,7 +170,7 @@ class DocsTools:
                 continue
             mine = chunks.get(rel, [])
             title = next((c.heading.split(" > ")[0] for c in mine if c.heading), None)
-            out.append({"source_path": rel, "title": title, "chunks": len(mine)})
+            out.append({"source_path": rel, "title": title, "chunks": found.chunk_count(rel)})
         return {"docs_root": str(self.docs), "sources": out}
 
 

@@ -62,12 +62,18 @@ class FileEntry:
 class Sources:
     """What one index version holds that a set of groups may be shown, for the tools that
     name files rather than search (listing sources, reading cited lines, re-checking a
-    saved answer): the files' manifest entries and their chunks. A folder index gives all
-    of them and the callers check each file's groups; a database gives only the rows these
-    groups may see, chunk text left out."""
+    saved answer): the files' manifest entries and their chunks' places, groups and readers.
+    A folder index gives all of them and the callers check each file's groups; a database
+    gives only what these groups may see."""
 
     files: Mapping[str, FileEntry]
-    chunks: Sequence[Chunk]
+    chunks: Sequence[Chunk]  # a database gives one per file, groups and reader, text left out
+    counts: Mapping[str, int] | None = None  # chunks per file, where ``chunks`` are not all
+
+    def chunk_count(self, rel: str) -> int:
+        if self.counts is not None:
+            return self.counts.get(rel, 0)
+        return sum(1 for c in self.chunks if c.source_path == rel)
 
 
 @dataclass

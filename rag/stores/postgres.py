@@ -33,7 +33,7 @@ from rag.stores.pg_schema import Pool, pool, where
 TRANSIENT = ("40P01", "40001")
 RETRIES = 3
 STALE_CHECK_S = 1.0  # how often a server asks which version is current
-SOURCES_CACHE = 8  # group sets whose file listings are kept (each holds every visible chunk's place)
+SOURCES_CACHE = 32  # group sets whose file listings are kept (a few rows per file each)
 COUNT_CACHE = 128  # group sets whose visible counts are kept (as rag.retriever.retrieval.FILTER_CACHE)
 K1, B = 1.5, 0.75  # bm25s defaults (Lucene BM25), so scores equal the folder store's
 CHUNK_COLUMNS = ("c.pos, c.chunk_id, c.source_id, c.source_path, c.text, c.start_line, "
@@ -248,9 +248,10 @@ class PostgresIndex:
         return self.chunks.row_of(fid)
 
     def sources(self, groups: frozenset[str]) -> Sources:
-        """The files of this version these groups may see, and their chunks without text
-        (for listing, reading lines and re-checking answers), kept for SOURCES_CACHE group
-        sets: a version never changes."""
+        """The files of this version these groups may see and, per file, one chunk for each
+        set of groups and reader its chunks have (no text), with the file's chunk count: what
+        listing sources, reading lines and re-checking answers need, kept for SOURCES_CACHE
+        group sets (a version never changes)."""
         with self._lock:
             if groups in self._sources:
                 self._sources.move_to_end(groups)
@@ -259,15 +260,22 @@ class PostgresIndex:
             "SELECT f.path, f.source_id, f.content_hash, f.chunk_ids, f.front_matter "
             "FROM rag_files f WHERE f.version_id = %(v)s AND (f.visibility = '{}' OR "
             "f.visibility && %(groups)s::text[]) ORDER BY f.path", {}, groups)
-        columns = self.columns.replace("c.text", "''::text")
-        chunks = self._run(f"SELECT {columns} FROM rag_chunks c WHERE c.version_id = %(v)s "
-                           f"AND {VISIBLE} ORDER BY c.pos", {}, groups)
-        found = Sources(
-            {str(r[0]): FileEntry(r[1], r[2], list(r[3]), list(r[4] or ())) for r in files},
-            [Chunk(chunk_id=r[1], source_id=r[2], source_path=r[3], text="",
-                   start_line=int(r[5]), end_line=int(r[6]), heading=r[7],
-                   visibility=tuple(r[8] or ()), start_col=r[9], end_col=r[10], format=r[11])
-             for r in chunks])
+        reader = "c.format" if "c.format" in self.columns else "NULL::text"
+        kinds = self._run(
+            f"SELECT c.source_path, c.visibility, {reader}, count(*), "
+            "(array_agg(c.heading ORDER BY c.pos) FILTER (WHERE c.heading IS NOT NULL))[1], "
+            "min(c.pos), (array_agg(c.chunk_id ORDER BY c.pos))[1], "
+            "(array_agg(c.source_id ORDER BY c.pos))[1] FROM rag_chunks c "
+            f"WHERE c.version_id = %(v)s AND {VISIBLE} GROUP BY 1, 2, 3 ORDER BY 6", {}, groups)
+        counts: Counter[str] = Counter()
+        chunks = []
+        for path, visibility, fmt, n, heading, pos, chunk_id, source_id in kinds:
+            counts[str(path)] += int(n)
+            chunks.append(Chunk(chunk_id=chunk_id, source_id=source_id, source_path=path,
+                                text="", start_line=1, end_line=1, heading=heading,
+                                visibility=tuple(visibility or ()), format=fmt))
+        found = Sources({str(r[0]): FileEntry(r[1], r[2], list(r[3]), list(r[4] or ()))
+                         for r in files}, chunks, dict(counts))
         with self._lock:
             self._sources[groups] = found
             while len(self._sources) > SOURCES_CACHE:
