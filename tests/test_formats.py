@@ -70,6 +70,15 @@ def test_unknown_sphinx_directives_read_as_their_text(capsys: pytest.CaptureFixt
     assert capsys.readouterr() == ("", "")  # no docutils report reaches the user
 
 
+def test_a_directive_title_reads_its_inline_markup_as_a_line_does() -> None:
+    text = (".. tabs::\n\n    .. tab:: ``lsof`` (macOS / Linux)\n\n"
+            "        .. code-block:: text\n\n            $ lsof -P -i :5000\n")
+    reader = reader_for("server.rst")
+    found = {b.start: b.text for b in reader.blocks(reader.lines(text), "server.rst")}
+    assert found[3] == "`lsof` (macOS / Linux)"  # as ``lsof`` in a paragraph reads
+    assert found[7] == "$ lsof -P -i :5000"
+
+
 def test_rst_chunks_are_the_files_lines_and_quote_what_they_hold() -> None:
     chunks = chunks_of("guide.rst")
     exact("guide.rst", chunks)

@@ -144,8 +144,8 @@ class _Walk:
             line = node.line - 1
             if line >= self.find.cursor and line < len(self.lines):
                 self.find.cursor = line + 1
-                self.out.append(FileBlock(kind, line + 1, line + 1, (node.astext(),),
-                                          tuple(self.path)))
+                self.out.append(FileBlock(kind, line + 1, line + 1,  # as a line reads
+                                          (clean_line(node.astext()),), tuple(self.path)))
             return
         span = self.find.span(node.rawsource or node.astext(), node.line)
         if span is None:
