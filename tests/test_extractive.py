@@ -529,6 +529,19 @@ def test_code_a_sentence_brings_cut_short_is_not_quoted_again_whole() -> None:
     assert quoted.count("step 1") == 1
 
 
+def test_each_table_row_quoted_is_a_line_of_its_own() -> None:
+    text = ("## Exit codes\n\n"
+            "| code | meaning |\n| --- | --- |\n"
+            "| 0 | success: an answer was given |\n"
+            "| 1 | insufficient evidence: the docs do not answer the question |\n"
+            "| 2 | usage error: an unknown option or a missing argument |\n")
+    statements, _ = answer("Which exit code means insufficient evidence or a usage error?",
+                           [evidence("E1", text, path="reference/cli.md")])
+    rows = statements[0][0].split("\n")
+    assert any("insufficient evidence" in row and "usage error" not in row for row in rows)
+    assert any(row.startswith("code: 2") for row in rows)
+
+
 # An opening longer than a lead (LEAD_WORDS): a quote from later in its section does not
 # start there.
 LONG_OPENING = ("This part of the guide walks through every piece of a larger project one "

@@ -85,11 +85,12 @@ def _gap(before: str) -> str:
 
 
 def _between(prev: Passage, nxt: Passage, text: str) -> str:
-    """What goes between a quoted passage and the next: a list item (or a value stated alone,
-    "**Default**: `None`") is a line of its own, so the paragraph after a list (or after the
-    list, table or code a sentence brought), or an item after a paragraph, starts a new
-    line; otherwise as _gap says."""
-    item = nxt.block is not prev.block and ("item" in (prev.block.kind, nxt.block.kind)
+    """What goes between a quoted passage and the next: a list item or a table row (or a
+    value stated alone, "**Default**: `None`") is a line of its own, so the paragraph after
+    a list (or after the list, table or code a sentence brought), or an item after a
+    paragraph, starts a new line; otherwise as _gap says."""
+    kinds = {prev.block.kind, nxt.block.kind}
+    item = nxt.block is not prev.block and (bool(kinds & {"item", "row"})
                                              or is_labelled_fact(prev.text))
     return "\n" if item or prev.text != prev.sentence.text else _gap(text)
 
