@@ -34,6 +34,7 @@ TRANSIENT = ("40P01", "40001")
 RETRIES = 3
 STALE_CHECK_S = 1.0  # how often a server asks which version is current
 SOURCES_CACHE = 32  # group sets whose file listings are kept (a few rows per file each)
+DF_CACHE = 100_000  # (group set, word) document frequencies kept
 COUNT_CACHE = 128  # group sets whose visible counts are kept (as rag.retriever.retrieval.FILTER_CACHE)
 K1, B = 1.5, 0.75  # bm25s defaults (Lucene BM25), so scores equal the folder store's
 CHUNK_COLUMNS = ("c.pos, c.chunk_id, c.source_id, c.source_path, c.text, c.start_line, "
@@ -106,6 +107,7 @@ class PostgresIndex:
         # LRU: every distinct group set a token or proxy sends would otherwise stay for good.
         self._counts: OrderedDict[frozenset[str], tuple[int, float]] = OrderedDict()
         self._sources: OrderedDict[frozenset[str], Sources] = OrderedDict()
+        self._df: OrderedDict[tuple[frozenset[str], str], int] = OrderedDict()
         self._checked = time.monotonic()
         self._lock = threading.Lock()
 
@@ -232,17 +234,28 @@ class PostgresIndex:
     def document_frequencies(self, words: Sequence[str], groups: frozenset[str]
                              ) -> tuple[dict[str, int], int]:
         """How many chunks these groups may see hold each (tokenized) BM25 word, and how
-        many they may see: the statistics the lexical search scores with."""
+        many they may see: the statistics the lexical search scores with. A version never
+        changes, so each (groups, word) count is kept (DF_CACHE of them) and only words not
+        counted before are queried."""
         terms = sorted(set(words))
         visible = self.visible_count(groups)
-        if not terms or visible == 0:
-            return dict.fromkeys(terms, 0), visible
-        rows = self._run(
-            "SELECT q.term, count(*) FROM unnest(%(terms)s::text[]) AS q(term) "
-            "JOIN rag_terms t ON t.term = q.term "
-            "JOIN rag_chunks c ON c.content_hash = t.content_hash AND c.version_id = %(v)s "
-            f"WHERE {VISIBLE} GROUP BY q.term", {"terms": terms}, groups)
-        return {**dict.fromkeys(terms, 0), **{str(t): int(n) for t, n in rows}}, visible
+        with self._lock:
+            known = {t: self._df[(groups, t)] for t in terms if (groups, t) in self._df}
+        missing = [t for t in terms if t not in known]
+        if missing and visible:
+            rows = self._run(
+                "SELECT q.term, count(*) FROM unnest(%(terms)s::text[]) AS q(term) "
+                "JOIN rag_terms t ON t.term = q.term "
+                "JOIN rag_chunks c ON c.content_hash = t.content_hash AND c.version_id = %(v)s "
+                f"WHERE {VISIBLE} GROUP BY q.term", {"terms": missing}, groups)
+            counted = {**dict.fromkeys(missing, 0), **{str(t): int(n) for t, n in rows}}
+            with self._lock:
+                for t, n in counted.items():
+                    self._df[(groups, t)] = n
+                while len(self._df) > DF_CACHE:
+                    self._df.popitem(last=False)
+            known.update(counted)
+        return {t: known.get(t, 0) for t in terms}, visible
 
     def row_of(self, fid: int) -> int | None:
         return self.chunks.row_of(fid)
