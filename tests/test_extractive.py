@@ -542,6 +542,19 @@ def test_each_table_row_quoted_is_a_line_of_its_own() -> None:
     assert any(row.startswith("code: 2") for row in rows)
 
 
+def test_a_lowercase_definition_term_opens_its_entry_and_a_line() -> None:
+    text = ("## Introduction\n\n"
+            "Page bundles are either leaf bundles or branch bundles, by what they hold.\n\n"
+            "leaf bundle\n"
+            ": A leaf bundle is a directory that contains an index file and zero or more "
+            "resources. It has no descendants.\n")
+    statements, _ = answer("What is a leaf bundle directory?",
+                           [evidence("E1", text, path="content/page-bundles.md")])
+    quoted = statements[0][0]
+    assert "A leaf bundle is a directory that contains an index file" in quoted
+    assert "\nleaf bundle" in quoted or quoted.startswith("leaf bundle")  # a line of its own
+
+
 # An opening longer than a lead (LEAD_WORDS): a quote from later in its section does not
 # start there.
 LONG_OPENING = ("This part of the guide walks through every piece of a larger project one "

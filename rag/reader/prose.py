@@ -136,10 +136,14 @@ def sentences(blocks: Sequence[Block]) -> list[Sentence]:
             labelled = ends and n == 0 and (is_labelled_fact(text) or text[:1].isupper() and (
                 describes and len(text.split()) >= 2
                 or len(text.split()) >= MIN_WORDS and bool(FACT_WORD.search(text))))
+            # "leaf bundle" then ": A leaf bundle is...": a term opens its entry's first
+            # sentence, lowercase or not.
+            term = n == 0 and len(block.lines) > 1 and block.lines[1].startswith(": ")
             if not labelled and (
                     len(text.split()) < (2 if continues and shows_code or lead else MIN_WORDS)
                     or not (_complete(text) or continues and shows_code)
-                    or (text[:1].islower() or text.startswith(("...", "…"))) and not continues):
+                    or (text[:1].islower() or text.startswith(("...", "…")))
+                    and not (continues or term)):
                 continue  # a fragment, or a sentence cut short
             out.append(Sentence(text, first, last, b_index, ends, continues))
             kept_previous = True
