@@ -467,19 +467,6 @@ def test_chunks_keep_their_reader_and_a_database_from_before_still_answers(docs,
                            "AND source_path = 'options.txt'") == [("rst",)]
 
 
-PUMPS = """# Guide
-
-## Glacier pumps
-
-Glacier pumps move meltwater uphill. Each pump has a pressure gauge and a
-relief valve that opens when the pressure rises above the limit.
-
-Pressure drops when a glacier pump runs dry; the gauge then reads zero and
-the relief valve closes again until the meltwater returns.
-
-Restart a glacier pump by priming it with water, then watch the pressure
-gauge climb back into the green band before opening the outlet.
-"""
 
 
 def test_a_section_merges_and_reads_on_as_in_the_folder_store(tmp_path, pg_dsn, embedder):
@@ -488,6 +475,7 @@ def test_a_section_merges_and_reads_on_as_in_the_folder_store(tmp_path, pg_dsn, 
     no search returned that chunk. The server's evidence, and so its answers, are the
     folder index's."""
     from rag.core.config import ChunkingSettings
+    from tests.test_retrieval import PUMPS
 
     docs = tmp_path / "docs"
     docs.mkdir()
