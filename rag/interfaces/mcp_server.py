@@ -170,7 +170,8 @@ class DocsTools:
                 continue
             mine = chunks.get(rel, [])
             title = next((c.heading.split(" > ")[0] for c in mine if c.heading), None)
-            out.append({"source_path": rel, "title": title, "chunks": found.chunk_count(rel)})
+            count = len(mine) if found.counts is None else found.counts.get(rel, 0)
+            out.append({"source_path": rel, "title": title, "chunks": count})
         return {"docs_root": str(self.docs), "sources": out}
 
 

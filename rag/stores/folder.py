@@ -70,11 +70,6 @@ class Sources:
     chunks: Sequence[Chunk]  # a database gives one per file, groups and reader, text left out
     counts: Mapping[str, int] | None = None  # chunks per file, where ``chunks`` are not all
 
-    def chunk_count(self, rel: str) -> int:
-        if self.counts is not None:
-            return self.counts.get(rel, 0)
-        return sum(1 for c in self.chunks if c.source_path == rel)
-
 
 @dataclass
 class Manifest:
