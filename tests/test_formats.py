@@ -79,6 +79,16 @@ def test_a_directive_title_reads_its_inline_markup_as_a_line_does() -> None:
     assert found[7] == "$ lsof -P -i :5000"
 
 
+def test_a_named_reference_reads_as_its_name_and_code_keeps_its_underscores() -> None:
+    text = ("Try a library such as Dynaconf_, or Werkzeug__.\n"
+            "Call ``make_response_`` from ``__init__``; snake_case words stay.\n\n"
+            ".. _Dynaconf: https://www.dynaconf.com\n")
+    reader = reader_for("config.rst")
+    [block] = [b for b in reader.blocks(reader.lines(text), "config.rst") if b.start == 1]
+    assert block.lines == ("Try a library such as Dynaconf, or Werkzeug.",
+                           "Call `make_response_` from `__init__`; snake_case words stay.")
+
+
 def test_rst_chunks_are_the_files_lines_and_quote_what_they_hold() -> None:
     chunks = chunks_of("guide.rst")
     exact("guide.rst", chunks)

@@ -7,7 +7,8 @@ found in the file: a block's first source line must hold its first line of text,
 after the previous block, near the reported line when there is one. A block found nowhere
 is left out rather than cited at a wrong line. Its shown text is read line by line from
 the file with inline markup as a reader sees it (roles as their text, ````code```` as
-```code```, link targets left out), so a quoted sentence keeps its exact lines.
+```code```, link targets and the ``_`` of a named reference left out), so a quoted sentence
+keeps its exact lines.
 
 No parser message reaches the user: reports are off, files are never included (``..
 include::`` and ``.. raw::`` read nothing from elsewhere), and no docutils.conf is read.
@@ -26,6 +27,7 @@ from docutils.utils import new_document
 
 from rag.reader.formats.base import CODE, HEADING, ITEM, PARAGRAPH, ROW, FileBlock, Reader
 from rag.reader.formats.sphinx import code_role, role_text, tolerate
+from rag.reader.inline import outside_code
 
 _OVERRIDES = {"report_level": 5, "halt_level": 5, "warning_stream": False,
               "file_insertion_enabled": False, "raw_enabled": False, "_disable_config": True,
@@ -40,6 +42,8 @@ _ROLE = re.compile(r":([\w][\w:.+-]*):`([^`]*)`")
 _LITERAL = re.compile(r"``(.+?)``")
 _LINK = re.compile(r"`([^`<]*?)\s*<[^<>`]*>`__?")
 _REFERENCE = re.compile(r"`([^`]+)`__?(?![\w])")
+# A simple reference name: a word (inner hyphens, dots, underscores, pluses) then "_" or "__".
+_NAMED_REFERENCE = re.compile(r"(?<![\w`*./:-])([A-Za-z0-9](?:[\w.+-]*[A-Za-z0-9])?)__?(?![\w`/])")
 _SUBSTITUTION = re.compile(r"\|([^|\s][^|]*)\|(?:__?)?")
 _ESCAPE = re.compile(r"\\(.)")
 _MARKER = re.compile(r"^\s*(?:[-*+\u2022]|\(?(?:\d+|[a-zA-Z]|#)[.)])\s+")
@@ -57,6 +61,8 @@ def clean_line(line: str) -> str:
         text = _LITERAL.sub(lambda m: f"`{m[1]}`", text)
         text = _LINK.sub(lambda m: m[1], text)
         text = _REFERENCE.sub(lambda m: m[1], text)
+    if "_" in text:  # "such as Dynaconf_," (a named reference) reads "such as Dynaconf,"
+        text = outside_code(text, lambda prose: _NAMED_REFERENCE.sub(r"\1", prose))
     if "|" in text:
         text = _SUBSTITUTION.sub(lambda m: m[1], text)
     return _ESCAPE.sub(r"\1", text) if "\\" in text else text
