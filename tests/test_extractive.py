@@ -555,6 +555,19 @@ def test_a_lowercase_definition_term_opens_its_entry_and_a_line() -> None:
     assert "\nleaf bundle" in quoted or quoted.startswith("leaf bundle")  # a line of its own
 
 
+def test_a_short_label_over_code_stays_between_the_blocks_it_tells_apart() -> None:
+    text = ("## Git sources\n\n"
+            "Specific references of a Git dependency can be requested, for example a tag:\n\n"
+            "```console\n$ uv add git+https://example.com/httpx --tag 0.27.0\n```\n\n"
+            "Or, a branch:\n\n"
+            "```console\n$ uv add git+https://example.com/httpx --branch main\n```\n")
+    statements, _ = answer("How do I request a specific reference of a Git dependency?",
+                           [evidence("E1", text, path="concepts/dependencies.md")])
+    quoted = statements[0][0]
+    assert "--tag 0.27.0\n```\nOr, a branch:\n```\n$ uv add" in quoted
+    assert not quoted.startswith("Or, a branch")  # a label never opens a quote
+
+
 # An opening longer than a lead (LEAD_WORDS): a quote from later in its section does not
 # start there.
 LONG_OPENING = ("This part of the guide walks through every piece of a larger project one "

@@ -85,13 +85,15 @@ def _gap(before: str) -> str:
 
 
 def _between(prev: Passage, nxt: Passage, text: str) -> str:
-    """What goes between a quoted passage and the next: a list item, a table row or a
-    definition-list entry (or a value stated alone, "**Default**: `None`") is a line of its
-    own, so the paragraph after a list (or after the list, table or code a sentence
-    brought), or an item after a paragraph, starts a new line; otherwise as _gap says."""
+    """What goes between a quoted passage and the next: a list item, a table row, a
+    definition-list entry or a label over code (or a value stated alone, "**Default**:
+    `None`") is a line of its own, so the paragraph after a list (or after the list, table
+    or code a sentence brought), or an item after a paragraph, starts a new line; otherwise
+    as _gap says."""
     kinds = {prev.block.kind, nxt.block.kind}
     opens_entry = nxt.block.entry and nxt.sentence.first == nxt.block.first
     item = nxt.block is not prev.block and (bool(kinds & {"item", "row"}) or opens_entry
+                                             or nxt.sentence.continues  # a label over code
                                              or is_labelled_fact(prev.text))
     return "\n" if item or prev.text != prev.sentence.text else _gap(text)
 

@@ -130,6 +130,10 @@ def sentences(blocks: Sequence[Block]) -> list[Sentence]:
             lead = leads_in(text) and (
                 (brings == "code" and names_it)
                 or (brings == "item" and (names_it or len(text.split()) >= MIN_WORDS - 1)))
+            # So is a short label over code that is no lead ("Or, a branch:", "`netstat`
+            # (Linux)"): quoted in the quote it sits in, so the blocks it tells apart stay so.
+            continues = continues or (n == 0 and ends and shows_code and not lead
+                                      and len(text.split()) < MIN_WORDS)
             # "**Default**: `None`" alone in its paragraph states a value, as the item would.
             # "HTTPX requires Python 3.9+": a paragraph of its own that states a fact (a
             # number or a code word) is a statement, with or without its final stop.
