@@ -94,3 +94,32 @@ def test_an_asked_pipeline_cites_the_lines_it_read_on_into(tmp_path) -> None:
     assert (cited.start_line, cited.end_line) == (5, 9)
     shown = {e.label: e.chunk for e in answer.evidence}[cited.label]
     assert shown.start_line <= cited.start_line <= cited.end_line <= shown.end_line
+
+
+FAQ = [
+    "# FAQ",  # 1
+    "",
+    "Why is the file watcher missing changes?",  # 3
+    ": The watcher may miss changes on network drives and inside WSL partitions.",  # 4
+    "",
+    "  In these cases poll the project files instead with the poll flag.",  # 6
+    "",
+    "Why is my page store missing a value?",  # 8
+    ": Stored values are set while the page renders, after the parent template ran.",  # 9
+]
+
+
+def test_reading_on_stops_where_the_next_definition_list_entry_starts() -> None:
+    def faq(first: int, last: int) -> Evidence:
+        chunk = Chunk(chunk_id=f"faq-{last}", source_id="faq.md", source_path="faq.md",
+                      text="\n".join(FAQ[first - 1:last]), start_line=first, end_line=last,
+                      heading="FAQ")
+        return Evidence("E1", SearchHit(chunk, 1.0, 1))
+
+    question = "Why does the watcher miss changes on network drives?"
+    result = ExtractiveGenerator(FakeEmbedder()).generate(question, [faq(3, 4)],
+                                                          read_on=lambda ev: faq(3, 9))
+    text = result.answer.statements[0].text
+    assert "network drives" in text and "poll the project files" in text
+    assert "store missing" not in text and "Stored values" not in text  # the next entry
+    assert result.quotes[0][1] == 6

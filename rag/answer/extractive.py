@@ -352,13 +352,17 @@ def read_further(quotes: Sequence[Quote], passages: Sequence[Passage], stop: int
     mine = sorted(passages, key=lambda q: q.order)
     limit = READ_WORDS - sum(word_count(q.text) for q in quotes if q is not first)
     text, words, heading = first.text, word_count(first.text), None
+    # a definition-list entry's quote reads on within its entry only
+    ending = next((q for q in reversed(mine) if q.lines[1] <= end), None)
+    group = ending.group if ending is not None and ending.entry else -2
     for unit in _units(chunk):
         top, bottom = base + unit.blocks[0].first, base + unit.blocks[-1].last
         if top <= end:
             heading = unit.blocks[0].heading
             continue
-        if unit.blocks[0].heading != heading or (stop and bottom >= stop):
-            break  # (a heading of the page's own, inside the section)
+        if unit.blocks[0].heading != heading or (stop and bottom >= stop) \
+                or any(b.entry and b.group != group for b in unit.blocks):
+            break  # (a heading of the page's own, inside the section; another entry)
         shown, (_, last) = _shown(unit.blocks, mine, base)
         if not shown:
             continue
