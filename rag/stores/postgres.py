@@ -45,6 +45,11 @@ OLD_CHUNK_COLUMNS = CHUNK_COLUMNS.replace("c.format", "NULL::text")
 VISIBLE = "(c.visibility = '{}' OR c.visibility && %(groups)s::text[])"
 # Rank on narrow rows first, then read the k chunks' columns (text included) once.
 WITH_CHUNK = "JOIN rag_chunks c ON c.version_id = %(v)s AND c.pos = top.pos"
+# The query's words (q.term) joined to the chunks of this version these groups may see
+# that hold them: what BM25 scores and what the word counts count.
+VISIBLE_TERMS = ("JOIN rag_terms t ON t.term = q.term "
+                 "JOIN rag_chunks c ON c.content_hash = t.content_hash AND c.version_id = %(v)s "
+                 f"WHERE {VISIBLE}")
 
 
 class Rows(Sequence[Chunk]):
@@ -218,9 +223,7 @@ class PostgresIndex:
             "WITH hits AS (SELECT c.pos, q.term, q.n, t.tf, c.length, "
             "count(*) OVER (PARTITION BY q.term) AS df "
             "FROM unnest(%(terms)s::text[], %(n)s::int[]) AS q(term, n) "
-            "JOIN rag_terms t ON t.term = q.term "
-            "JOIN rag_chunks c ON c.content_hash = t.content_hash AND c.version_id = %(v)s "
-            f"WHERE {VISIBLE}), "
+            f"{VISIBLE_TERMS}), "
             "top AS (SELECT pos, sum(n * ln(1 + (%(chunks)s::float8 - df + 0.5::float8) "
             f"/ (df + 0.5::float8)) * tf / (tf + {K1}::float8 * (1 - {B}::float8 + "
             f"{B}::float8 * length / %(mean)s::float8)) ORDER BY term) AS score "
@@ -245,9 +248,7 @@ class PostgresIndex:
         if missing and visible:
             rows = self._run(
                 "SELECT q.term, count(*) FROM unnest(%(terms)s::text[]) AS q(term) "
-                "JOIN rag_terms t ON t.term = q.term "
-                "JOIN rag_chunks c ON c.content_hash = t.content_hash AND c.version_id = %(v)s "
-                f"WHERE {VISIBLE} GROUP BY q.term", {"terms": missing}, groups)
+                f"{VISIBLE_TERMS} GROUP BY q.term", {"terms": missing}, groups)
             counted = {**dict.fromkeys(missing, 0), **{str(t): int(n) for t, n in rows}}
             with self._lock:
                 for t, n in counted.items():
