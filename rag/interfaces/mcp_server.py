@@ -66,8 +66,7 @@ class DocsTools:
         """The indexed files and chunks these groups may be shown (rag.stores.Sources)."""
         return sources_for(self.pipeline.retriever.index, self.groups)
 
-    def _visible(self, rel: str, lines: list[str] | None) -> bool:
-        found = self.sources()
+    def _visible(self, found: Sources, rel: str, lines: list[str] | None) -> bool:
         entry = found.files.get(rel)
         if entry is None:
             return False
@@ -143,8 +142,10 @@ class DocsTools:
         unknown = RagError(f"no source {path!r} in the docs you may see (list_sources has them)")
         # One gate and one answer for missing, not indexed and restricted: a caller without
         # the group must not learn that a restricted file exists.
-        files = self.sources().files
-        found = DocsGate(self.docs, self.settings.docs.max_file_bytes, files, self._visible,
+        sources = self.sources()  # one listing for the whole call
+        files = sources.files
+        found = DocsGate(self.docs, self.settings.docs.max_file_bytes, files,
+                         functools.partial(self._visible, sources),
                          tuple(self.settings.docs.extensions)).open(path)
         if found is None:
             raise unknown
@@ -166,7 +167,7 @@ class DocsTools:
             chunks.setdefault(c.source_path, []).append(c)
         out = []
         for rel in sorted(found.files):
-            if not self._visible(rel, None):
+            if not self._visible(found, rel, None):
                 continue
             mine = chunks.get(rel, [])
             title = next((c.heading.split(" > ")[0] for c in mine if c.heading), None)
