@@ -679,7 +679,7 @@ def test_a_list_item_and_the_paragraph_after_it_are_quoted_on_lines_of_their_own
     statements, _ = answer("How long do browsers cache CORS responses by default?",
                            [evidence("E1", text, path="tutorial/cors.md")], FakeEmbedder())
     assert statements[0][0] == (
-        "`max_age` - Sets how many seconds browsers may cache the CORS responses. Defaults "
+        "* `max_age` - Sets how many seconds browsers may cache the CORS responses. Defaults "
         "to `600`.\nThe middleware answers two kinds of request, preflight and simple requests.")
 
 
@@ -724,7 +724,7 @@ def test_an_option_section_is_quoted_with_its_name_and_default() -> None:
     statements, quotes = answer("Which port does the dev server listen on by default?", shown,
                                 FakeEmbedder())
     quoted = statements[0][0]
-    assert quoted.startswith("server.port: ") and "**Default:** `5173`" in quoted
+    assert quoted.startswith("server.port:\n- **Type:**") and "**Default:** `5173`" in quoted
     assert "Specify server port. Note if the port" in quoted and "strictPort" not in quoted
     assert quotes[0] == (3, 8)
 
@@ -782,7 +782,7 @@ def test_an_option_section_answers_how_to_change_the_option_it_names() -> None:
     shown = [evidence("E1", option, path="config/server-options.md", start=60),
              evidence("E2", tip, path="guide/troubleshooting.md", start=130, score=0.8)]
     statements, quotes = answer("How do I change the dev server port?", shown, FakeEmbedder())
-    assert statements[0][0].startswith("server.port: ") and quotes[0] == (60, 65)
+    assert statements[0][0].startswith("server.port:\n- ") and quotes[0] == (60, 65)
 
 
 def test_what_an_option_does_is_answered_from_the_top_of_its_section() -> None:
@@ -798,7 +798,7 @@ def test_what_an_option_does_is_answered_from_the_top_of_its_section() -> None:
                                 [evidence("E1", text, path="config/shared-options.md", start=14)],
                                 FakeEmbedder())
     quoted = statements[0][0]
-    assert quoted.startswith("base: **Type:** `string`")
+    assert quoted.startswith("base:\n- **Type:** `string`")
     assert "Base public path when served in development or production. Valid values include:\n" \
         "- Absolute URL pathname" in quoted
     assert quotes[0][0] == 14
@@ -827,7 +827,7 @@ def test_an_option_in_a_list_of_options_is_quoted_alone() -> None:
             "* `--optional`: Add as an optional dependency to an extra.\n")
     statements, quotes = answer("How do I add a package as a development dependency?",
                                 [evidence("E1", text, path="cli.md", start=194)], FakeEmbedder())
-    assert statements[0][0] == ("`--dev (-D)`: Add package as development dependency. "
+    assert statements[0][0] == ("* `--dev (-D)`: Add package as development dependency. "
                                 "(shortcut for `-G dev`)")
     assert quotes[0] == (197, 197)
 
@@ -874,7 +874,7 @@ def test_an_options_one_line_description_opens_its_quote_however_short() -> None
             "- **Default:** `3000`\n\n### `host`\n\nDev server listening host")
     ev = evidence("E1", text, path="api/config.md", start=619, heading="Config > devServer")
     statements, quotes = answer("Which port does the dev server listen on by default?", [ev])
-    shown = "Dev server listening port\n**Type**: `number`\n**Default:** `3000`"
+    shown = "Dev server listening port\n- **Type**: `number`\n- **Default:** `3000`"
     assert statements == [(shown, ["E1"])]
     assert quotes == [(621, 624)]
 
@@ -887,7 +887,7 @@ def test_an_option_whose_default_is_written_in_bold_is_quoted_with_it() -> None:
                                 [evidence("E1", text, path="settings/network.md", start=92)],
                                 FakeEmbedder())
     quoted = statements[0][0]
-    assert quoted.startswith("fetchRetries: Default: **2**")
+    assert quoted.startswith("fetchRetries:\n* Default: **2**")
     assert "How many times to retry" in quoted and quotes[0] == (92, 97)
 
 
@@ -957,7 +957,25 @@ def test_a_first_quote_reads_on_into_a_long_list_item_by_item() -> None:
                                 FakeEmbedder())
     quoted = statements[0][0]
     assert quoted.startswith("The doctor command runs twelve checks")
-    assert "\nStep 1 checks the cache settings" in quoted
+    assert "\n* Step 1 checks the cache settings" in quoted
     assert "Step 12" not in quoted  # the budget ends the list, at an item's end
     assert quoted.rstrip().endswith("to the console.")
     assert quotes[0][0] == 3
+
+
+def test_every_item_of_a_quoted_list_shows_its_marker() -> None:
+    # A lead-in brings the first items (up to its word cap); the items after them are
+    # quoted one by one, and must read as the same list, not as loose lines.
+    items = "".join(f"* `tool {name}` - {what}.\n" for name, what in (
+        ("new PATH", "Creates a new site with the default theme at the path given"),
+        ("build", "Performs a one off build of your site to the output folder"),
+        ("serve", "Builds your site any time a source file changes and serves it locally"),
+        ("clean", "Removes all generated files: the output folder, metadata and caches"),
+        ("help", "Shows help, optionally for a given subcommand")))
+    text = "## Commands\n\nHere are some of the most common commands:\n\n" + items
+    statements, _ = answer("Which command deletes the generated files and caches?",
+                           [evidence("E1", text, path="usage.md")], FakeEmbedder())
+    quoted = "\n".join(s for s, _ in statements)
+    assert "`tool clean` - Removes all generated files" in quoted
+    shown = [line for line in quoted.split("\n") if "`tool " in line]
+    assert len(shown) >= 3 and all(line.startswith("* `tool ") for line in shown)

@@ -41,6 +41,7 @@ class Passage:
     order: int = 0  # reading order among the evidence's passages (several share a line)
     said: str = ""  # what it says, for the embedder: its sentence, and the words that
     # finish it after the code it introduces ("You can set `x`:" [code] "and then...")
+    brings: bool = False  # its quote shows the code, list or table its sentence introduces
 
     @property
     def words(self) -> int:

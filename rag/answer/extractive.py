@@ -36,7 +36,7 @@ from rag.answer.scoring import (
 from rag.core.records import Chunk
 from rag.core.text import word_count
 from rag.reader.formats import quote_blocks
-from rag.reader.passages import FACT, NAME_HEADING, Block, is_labelled_fact
+from rag.reader.passages import BULLET, FACT, NAME_HEADING, Block, is_labelled_fact
 
 __all__ = ["PassageScorer", "Quote", "choose", "read_further"]
 
@@ -71,7 +71,8 @@ def _with_heading_name(p: Passage, quote: tuple[str, tuple[int, int]],
     heading_line = p.evidence.chunk.start_line + p.section
     if not 0 < lines[0] - heading_line <= NAME_REACH:
         return quote
-    return f"{name}: {text}", (heading_line, lines[1])
+    gap = "\n" if BULLET.match(text) else " "  # a list item stays on a line of its own
+    return f"{name}:{gap}{text}", (heading_line, lines[1])
 
 
 def _gap(before: str) -> str:
@@ -95,7 +96,7 @@ def _between(prev: Passage, nxt: Passage, text: str) -> str:
     item = nxt.block is not prev.block and (bool(kinds & {"item", "row"}) or opens_entry
                                              or nxt.sentence.continues  # a label over code
                                              or is_labelled_fact(prev.text))
-    return "\n" if item or prev.text != prev.sentence.text else _gap(text)
+    return "\n" if item or prev.brings else _gap(text)
 
 
 def _joined(passages: Sequence[Passage]) -> str:
@@ -155,7 +156,7 @@ def _shown(blocks: Sequence[Block], mine: Sequence[Passage], base: int,
             text += (_between(prev, q, text) if prev else "\n" if text else "") + q.text
             first = q.lines[0] if first < 0 else first
             last, prev = q.lines[1], q
-            if q.text != q.sentence.text:
+            if q.brings:
                 brought = q.lines[1]
     return text, (first, last)
 
@@ -218,7 +219,7 @@ def _read_into(unit: Unit, text: str, words: int, end: int, mine: Sequence[Passa
         if not first <= q.lines[0] <= q.lines[1] <= final:
             continue
         if words + q.words > limit or (stop and q.lines[1] >= stop) \
-                or q.text != q.sentence.text:
+                or q.brings:
             break
         text += (_between(prev, q, text) if prev else "\n") + q.text
         words += q.words

@@ -40,6 +40,6 @@ def section_lead(best: Passage, passages: Sequence[Passage]) -> list[Passage]:
         # said: quote that one too.
         last = before[-1] if before else None
         return [last] if last is not None and last.window[0] is best \
-            and last.block.kind == "prose" and last.text == last.sentence.text \
+            and last.block.kind == "prose" and not last.brings \
             and _REFERS_BACK.match(best.sentence.text) else []  # (a sentence, no list)
     return before

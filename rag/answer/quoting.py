@@ -10,7 +10,7 @@ from collections.abc import Sequence
 
 from rag.core.text import leads_in
 from rag.reader.inline import clean_inline, show_links
-from rag.reader.passages import Block
+from rag.reader.passages import BULLET, Block
 from rag.reader.prose import Sentence
 
 MAX_CODE_LINES = 10  # non-blank lines of a code block quoted, at most
@@ -62,6 +62,13 @@ def attachment(blocks: Sequence[Block], sentence: Sentence) -> list[tuple[Block,
         out.append((block, len(block.lines)))
         j += 1
     return out
+
+
+def list_marker(block: Block, sentence: Sentence) -> str:
+    """The marker ("* ", "1. ") that a sentence opening a list item is shown with, as the
+    items a lead-in brings are; "" for any other sentence."""
+    found = BULLET.match(block.lines[0]) if block.kind == "item" else None
+    return found.group().strip() + " " if found and sentence.first == block.first else ""
 
 
 def code_fence(body: Sequence[str]) -> str:

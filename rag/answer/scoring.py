@@ -22,7 +22,7 @@ import numpy as np
 from rag.answer.candidates import Passage
 from rag.answer.kinds import defines_term, directs, directs_purpose, has_kind
 from rag.answer.questions import Part, answer_kinds, defined_terms, question_parts
-from rag.answer.quoting import attachment, quote
+from rag.answer.quoting import attachment, list_marker, quote
 from rag.core.records import Chunk, Evidence, SearchHit
 from rag.core.text import query_terms, tokens
 from rag.core.text import terms as _terms
@@ -53,12 +53,13 @@ def _read(chunk: Chunk) -> tuple[Passage, ...]:
     for sentence in sentences(blocks):
         attached = attachment(blocks, sentence)
         text, last = quote(sentence, attached)
-        heading = " > ".join(h for h in (chunk.heading or "", blocks[sentence.block].heading)
-                             if h)
-        in_chunk.append(Passage(none, 0, sentence, text,
+        brings = text != sentence.text
+        block = blocks[sentence.block]
+        heading = " > ".join(h for h in (chunk.heading or "", block.heading) if h)
+        in_chunk.append(Passage(none, 0, sentence, list_marker(block, sentence) + text,
                                 (chunk.start_line + sentence.first, chunk.start_line + last),
-                                _terms(text), heading, _terms(heading), blocks[sentence.block],
-                                order=len(in_chunk)))
+                                _terms(text), heading, _terms(heading), block,
+                                order=len(in_chunk), brings=brings))
     _link_windows(in_chunk)
     for p in in_chunk:
         rest = p.window[0] if p.window and p.window[0].sentence.continues else None
@@ -214,7 +215,7 @@ def _link_windows(in_chunk: Sequence[Passage]) -> None:
                 continue  # a list item the quote already brings (it ends in ':')
             # The next sentence of one paragraph may share the line the last one ended on.
             follows = q.lines[0] > prev.lines[1] or (
-                q.sentence.block == prev.sentence.block and prev.text == prev.sentence.text)
+                q.sentence.block == prev.sentence.block and not prev.brings)
             if q.section != p.section or not follows or words + q.words > READ_WORDS \
                     or (p.entry and q.group != p.group):
                 break  # an entry's quote ends with the entry, not in the next term's
