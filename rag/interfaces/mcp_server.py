@@ -28,11 +28,11 @@ from rag.verifier.reverify import answer_json, may_see, restricted_to
 
 MAX_READ_LINES = 400  # lines one read_lines call returns at most
 INSTRUCTIONS = (
-    "Answers questions about one folder of Markdown docs. Prefer ask_docs: every citation it "
-    "returns was checked in code against the docs. Use read_lines to see more around a "
-    "citation, search_docs for raw passages, list_sources for what the docs hold. Before "
-    "stating something about these docs in your own words, check_claims tells you which "
-    "sentences the docs support."
+    "Answers questions about one docs folder (Markdown, reStructuredText, notebooks, HTML, "
+    "text). Prefer ask_docs: every citation it returns was checked in code against the docs. "
+    "Use read_lines to see more around a citation, search_docs for raw passages, list_sources "
+    "for what the docs hold. Before stating something about these docs in your own words, "
+    "check_claims tells you which sentences the docs support."
 )
 F = TypeVar("F", bound=Callable[..., Any])
 

@@ -38,7 +38,8 @@ app = typer.Typer(
     add_completion=False,
     no_args_is_help=True,
     pretty_exceptions_enable=False,
-    help="Ask questions about a folder of Markdown docs; every citation is verified.",
+    help="Ask questions about a docs folder (Markdown, reStructuredText, notebooks, HTML, "
+    "text); every citation is verified.",
 )
 
 def _version(value: bool) -> None:
@@ -56,7 +57,8 @@ def _version(value: bool) -> None:
 def _main(version: Annotated[bool, typer.Option(
         "--version", callback=_version, is_eager=True, help="Print the version and exit.")]
         = False) -> None:
-    """Ask questions about a folder of Markdown docs; every citation is verified."""
+    """Ask questions about a docs folder (Markdown, reStructuredText, notebooks, HTML,
+    text); every citation is verified."""
 
 
 @app.command()
