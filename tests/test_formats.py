@@ -137,6 +137,21 @@ def test_a_broken_notebook_is_unreadable(tmp_path: Path) -> None:
         chunks_of("bad.ipynb", tmp_path)
 
 
+def test_a_notebook_saved_as_one_line_of_json_is_unreadable_not_empty(tmp_path: Path) -> None:
+    # No cell's source sits on lines of its own, so no line could be cited: the user is told
+    # so, where the file used to count as empty without a word.
+    from rag.reader.formats import UnreadableFile
+
+    nb = {"cells": [{"cell_type": "markdown", "metadata": {},
+                     "source": ["# Workers\n", "Workers default to 4."]}],
+          "metadata": {}, "nbformat": 4, "nbformat_minor": 2}
+    (tmp_path / "compact.ipynb").write_text(json.dumps(nb), encoding="utf-8")
+    with pytest.raises(UnreadableFile, match="save it again in Jupyter"):
+        chunks_of("compact.ipynb", tmp_path)
+    (tmp_path / "saved.ipynb").write_text(json.dumps(nb, indent=1), encoding="utf-8")
+    assert "Workers default to 4." in chunks_of("saved.ipynb", tmp_path)[0].text
+
+
 def test_html_blocks_keep_their_lines_and_leave_chrome_out() -> None:
     blocks = blocks_of("page.html")
     text = " ".join(b.text for b in blocks)

@@ -15,7 +15,8 @@ cited line belongs to (:func:`cell_of`). Markdown cells are therefore read by th
 rules, code cells as code blocks; outputs, metadata and raw cells are left out.
 
 A cell whose source is stored as one string holding several lines cannot be cited line
-by line and is left out; a file that is not a notebook is UnreadableFile.
+by line and is left out; a file that is not a notebook, or one where no cell's source can
+be placed at its lines (compact JSON on one line), is UnreadableFile.
 """
 
 from __future__ import annotations
@@ -82,14 +83,16 @@ class NotebookReader(Reader):
                        or (notebook.metadata.get("language_info") or {}).get("name") or "")
         view = [""] * len(raw)
         decoded = [_decoded(line) for line in raw]
-        cursor = 0
+        cursor, placed, unplaced = 0, 0, 0
         for number, cell in enumerate(notebook.cells, 1):
             if cell.cell_type not in ("markdown", "code"):
                 continue
             parts = _parts(cell.source)
             found = _find(raw, decoded, parts, cursor)
             if found is None:
+                unplaced += bool(parts)
                 continue
+            placed += 1
             opener, first = found
             last = first + len(parts) - 1
             cursor = last + 1
@@ -102,6 +105,9 @@ class NotebookReader(Reader):
                 fence = "`" * max(3, ticks + 1)
                 view[opener] = fence + language
                 view[last + 1] = fence
+        if unplaced and not placed:  # compact JSON (one line): no line of it can be cited
+            raise UnreadableFile("no cell's source is stored a line per string, as Jupyter "
+                                 "saves it; save it again in Jupyter to index it")
         return view
 
 
