@@ -11,9 +11,18 @@ import json
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from rag.reader.chunking import span_text
-from rag.reader.formats import chunk_file, file_lines, folder_formats, quote_blocks, reader_for
+from rag.reader.formats import (
+    chunk_file,
+    file_lines,
+    folder_formats,
+    quote_blocks,
+    reader_for,
+    search_text,
+)
 from rag.reader.formats.base import split_lines
 from rag.reader.formats.notebook import cell_of
 
@@ -152,6 +161,25 @@ def test_a_notebook_saved_as_one_line_of_json_is_unreadable_not_empty(tmp_path: 
     assert "Workers default to 4." in chunks_of("saved.ipynb", tmp_path)[0].text
 
 
+def test_a_minified_page_is_cut_at_its_headings_and_each_piece_bears_its_own(
+        tmp_path: Path) -> None:
+    # A page written on one line: every section starts inside that line, so the sections
+    # (whole lines) would all bear the line's last heading. Pieces are cut at each heading.
+    body = "".join(f"<h2>Topic &amp; {n}</h2><p>Setting number{n} defaults to {n * 7} "
+                   f"seconds. {'More words about it. ' * 12}</p>" for n in range(12))
+    page = ('<html><head><title>Wiki</title></head><body><nav><h2>Menu</h2><a href="/">Home'
+            f"</a></nav><h1>Wiki</h1><p>Intro text of the wiki.</p>{body}</body></html>")
+    (tmp_path / "wiki.html").write_text(page, encoding="utf-8")
+    chunks = chunks_of("wiki.html", tmp_path, max_tokens=120)
+    assert chunks[0].heading == "Wiki" and "Intro text" in chunks[0].text
+    for n in range(12):
+        holding = [c for c in chunks if f"number{n} " in c.text]
+        assert [c.heading for c in holding] == [f"Wiki > Topic & {n}"]
+    for chunk in chunks:  # each is its columns of the line, and shows some text
+        assert chunk.text == page[chunk.start_col:chunk.end_col] and chunk.end_line == 1
+        assert search_text(chunk).strip()
+
+
 def test_html_blocks_keep_their_lines_and_leave_chrome_out() -> None:
     blocks = blocks_of("page.html")
     text = " ".join(b.text for b in blocks)
@@ -252,3 +280,41 @@ def test_every_chunk_of_a_real_corpus_is_its_files_lines(name: str) -> None:
                 assert 0 <= block.first <= block.last < c.end_line - c.start_line + 1
         read += bool(chunks)
     assert read >= 40
+
+
+_HTML_PIECES = st.sampled_from([
+    "<h2>Alpha</h2>", "<h3>Beta &amp; gamma</h3>", "<h2>Delta <code>x</code></h2>",
+    "<p>Some words. More words here.</p>", "<p>" + "Long sentence of words. " * 20 + "</p>",
+    "<ul><li>One item.</li><li>Two items.</li></ul>", "<pre>code line\nnext line</pre>",
+    "<nav><h2>Menu</h2><a>Home</a></nav>", "<script>var h2 = '<h2>x</h2>';</script>",
+    "<table><tr><th>K</th></tr><tr><td>v</td></tr></table>", "<div>Loose text</div>"])
+
+
+@settings(max_examples=120, deadline=5000, suppress_health_check=[HealthCheck.too_slow])
+@given(parts=st.lists(_HTML_PIECES, min_size=1, max_size=30), minified=st.booleans(),
+       max_tokens=st.integers(12, 80))
+def test_any_html_page_chunks_into_its_own_lines_under_its_own_headings(
+        tmp_path_factory: pytest.TempPathFactory, parts: list[str], minified: bool,
+        max_tokens: int) -> None:
+    root = tmp_path_factory.mktemp("html")
+    page = "<html><body><h1>Page</h1>" + ("" if minified else "\n").join(parts) + \
+        "</body></html>\n"
+    (root / "page.html").write_text(page, encoding="utf-8")
+    chunks = chunks_of("page.html", root, max_tokens=max_tokens)
+    lines = page.split("\n")
+    names = {"Page", "Alpha", "Beta & gamma", "Delta x"}
+    previous = (0, 0)
+    for chunk in chunks:
+        assert span_text(lines, chunk.start_line, chunk.end_line, chunk.start_col,
+                         chunk.end_col) == chunk.text
+        start = (chunk.start_line, chunk.start_col or 0)
+        assert start >= previous, "chunks overlap or are out of order"
+        previous = (chunk.end_line, chunk.end_col or 1 << 30)
+        assert set(chunk.heading.split(" > ")) <= names  # never the menu's, nor a script's
+        for tag, name in (("<h2>Alpha", "Alpha"), ("<h3>Beta", "Beta & gamma")):
+            # A chunk opening a section is under it (unless small sections merged into it).
+            if chunk.text.startswith(tag) and chunk.text.count("<h") == 1:
+                assert name in chunk.heading.split(" > ")
+        if chunk.start_col is not None and "<nav" not in chunk.text \
+                and "<script" not in chunk.text:  # a piece of a line is within one section
+            assert chunk.text.find("<h", 1) < 0

@@ -56,7 +56,7 @@ from __future__ import annotations
 
 import hashlib
 import tomllib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import Any
@@ -176,20 +176,23 @@ def chunks_from_sections(
     min_tokens: int,
     count_tokens: Callable[[str], int],
     visibility: tuple[str, ...],
+    breaks: Mapping[int, Sequence[int]] | None = None,
 ) -> list[Chunk]:
     """Chunks of a file's sections, sized and merged by the rules above: what every format
     shares once its reader has said where the sections lie, which lines show text
-    (``content``) and which lie inside code (``fenced``, never split on a blank line)."""
+    (``content``) and which lie inside code (``fenced``, never split on a blank line).
+    ``breaks``: columns of a line (0-based) where a section starts inside it; such a line
+    is cut there, into pieces that carry columns."""
     if max_tokens < 1:
         raise ValueError("max_tokens must be at least 1")
-    sizer = Sizer(lines, content, count_tokens, max_tokens)
+    sizer = Sizer(lines, content, count_tokens, max_tokens, breaks)
     units: list[Unit] = []
     for start, end, path_names in sections:
         span = trim(content, start, end)
         if span is None:
             continue
-        tokens = sizer.count_if_plausible(*span)
-        if tokens is not None and tokens <= max_tokens:
+        tokens = sizer.fits(*span)
+        if tokens is not None:
             units.append(Unit(Span(span[0], span[1], tokens), (path_names,)))
         else:
             units.extend(Unit(piece, (path_names,)) for piece in sizer.split(*span, fenced))

@@ -11,7 +11,8 @@ only whitespace. Positions are ``str`` indexes (code points) in the line.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from bisect import bisect_left, bisect_right
+from collections.abc import Callable, Sequence
 
 from rag.core.text import SENTENCE_END
 
@@ -19,15 +20,17 @@ _FIRST_WINDOW_CHARS_PER_TOKEN = 4  # real docs: about 3 characters per MiniLM wo
 
 
 def split_line(
-    line: str, count: Callable[[str], int], max_tokens: int
+    line: str, count: Callable[[str], int], max_tokens: int, breaks: Sequence[int] = (),
 ) -> list[tuple[int, int, int]]:
     """``(start, end, tokens)`` of each piece: ``line[start:end]`` has ``tokens`` <= max.
+    No piece runs across a column of ``breaks`` (sorted: where a heading of a minified
+    page starts a section inside the line).
 
     The counter is called on sentences and on packed pieces, never per character, so a
     line of megabytes costs a few counts per piece.
     """
     units: list[tuple[int, int, int]] = []
-    for start, end in _sentences(line):
+    for start, end in _cut(_sentences(line), line, breaks):
         if end - start > _FIRST_WINDOW_CHARS_PER_TOKEN * 2 * max_tokens:
             units.extend(_windows(line, start, end, count, max_tokens))
             continue
@@ -36,7 +39,27 @@ def split_line(
             units.append((start, end, tokens))
         else:
             units.extend(_windows(line, start, end, count, max_tokens))
-    return _pack(line, units, count, max_tokens)
+    return _pack(line, units, count, max_tokens, breaks)
+
+
+def _cut(spans: list[tuple[int, int]], line: str, breaks: Sequence[int],
+         ) -> list[tuple[int, int]]:
+    """The spans, each cut at the break columns inside it (blanks stripped)."""
+    out: list[tuple[int, int]] = []
+    for start, end in spans:
+        for column in breaks[bisect_right(breaks, start):bisect_left(breaks, end)]:
+            if (span := _strip(line, start, column)) is not None:
+                out.append(span)
+            start = column
+        if (span := _strip(line, start, end)) is not None:
+            out.append(span)
+    return out
+
+
+def _between(breaks: Sequence[int], after: int, before: int) -> bool:
+    """Whether a break column lies in ``after..before`` (``breaks`` sorted)."""
+    at = bisect_left(breaks, after)
+    return at < len(breaks) and breaks[at] <= before
 
 
 def _sentences(line: str) -> list[tuple[int, int]]:
@@ -85,13 +108,15 @@ def _windows(
 
 
 def _pack(
-    line: str, units: list[tuple[int, int, int]], count: Callable[[str], int], max_tokens: int
+    line: str, units: list[tuple[int, int, int]], count: Callable[[str], int], max_tokens: int,
+    breaks: Sequence[int] = (),
 ) -> list[tuple[int, int, int]]:
-    """Join consecutive units while the joined text still fits (checked by a real count)."""
+    """Join consecutive units while the joined text still fits (checked by a real count)
+    and no break column lies between them."""
     pieces: list[tuple[int, int, int]] = []
     overhead = count("")
     for unit in units:
-        if pieces:
+        if pieces and not _between(breaks, pieces[-1][1], unit[0]):
             start, _, tokens = pieces[-1]
             if tokens + unit[2] - overhead <= max_tokens:
                 joined = count(line[start:unit[1]])

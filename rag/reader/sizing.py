@@ -9,7 +9,7 @@ markup: see ``content`` below), so no chunk is made only of those.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from typing import NamedTuple
 
 from rag.core.text import leads_in
@@ -53,10 +53,11 @@ class Sizer:
 
     def __init__(
         self, lines: list[str], content: list[bool], count: Callable[[str], int],
-        max_tokens: int,
+        max_tokens: int, breaks: Mapping[int, Sequence[int]] | None = None,
     ) -> None:
         self.lines = lines
         self.content = content
+        self.breaks = breaks or {}  # line -> columns where a section starts inside it
         self._count = count
         self.max_tokens = max_tokens
         self.overhead = count("")
@@ -74,12 +75,20 @@ class Sizer:
             return None
         return self.count(start, end)
 
+    def fits(self, start: int, end: int) -> int | None:
+        """Tokens of lines ``start..end`` when they fit in one piece and no section starts
+        inside one of them, else None."""
+        if any(start <= i <= end for i in self.breaks):
+            return None
+        tokens = self.count_if_plausible(start, end)
+        return tokens if tokens is not None and tokens <= self.max_tokens else None
+
     def split(self, first: int, last: int, fenced: list[bool]) -> list[Span]:
         """Pieces of a too-long section: paragraphs, then lines, then pieces of a line."""
         items: list[Span] = []
         for start, end in self._paragraphs(first, last, fenced):
-            tokens = self.count_if_plausible(start, end)
-            if tokens is not None and tokens <= self.max_tokens:
+            tokens = self.fits(start, end)
+            if tokens is not None:
                 items.append(Span(start, end, tokens))
                 continue
             for i in range(start, end + 1):
@@ -89,10 +98,10 @@ class Sizer:
 
     def _line(self, i: int) -> list[Span]:
         line = self.lines[i]
-        tokens = self.count_if_plausible(i, i)
-        if tokens is not None and tokens <= self.max_tokens:
+        tokens = self.fits(i, i)
+        if tokens is not None:
             return [Span(i, i, tokens)]
-        pieces = split_line(line, self._count, self.max_tokens)
+        pieces = split_line(line, self._count, self.max_tokens, self.breaks.get(i, ()))
         if len(pieces) == 1 and pieces[0][:2] == (0, len(line)):
             return [Span(i, i, pieces[0][2])]
         return [Span(i, i, tokens, (start, end)) for start, end, tokens in pieces]

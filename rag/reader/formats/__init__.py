@@ -201,7 +201,9 @@ def chunk_file(
             chunks = chunk_document("\n".join(lines), rel, **sizes)  # type: ignore[arg-type]
         else:
             chunks = chunk_blocks(lines, reader.blocks(lines, rel), rel, **sizes)  # type: ignore[arg-type]
-        return [replace(c, format=reader.name) for c in chunks]
+        chunks = [replace(c, format=reader.name) for c in chunks]
+        # A piece of a line that shows nothing (a minified page's head and navigation)
+        return [c for c in chunks if c.start_col is None or reader.markdown or search_text(c)]
     except UnreadableFile:
         raise
     except Exception as exc:  # a parser's own failure on one file must not stop the folder

@@ -36,6 +36,7 @@ class FileBlock:
     path: tuple[str, ...] = ()
     level: int = 0
     header: tuple[str, ...] = ()  # a table row's column names, when the table has a header
+    column: int | None = None  # where a heading starts in its line, where a reader knows it
 
     @property
     def text(self) -> str:

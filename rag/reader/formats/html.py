@@ -14,6 +14,7 @@ contentinfo landmarks). When the page marks its main content (``main``, ``articl
 from __future__ import annotations
 
 import re
+from html import unescape
 from typing import Any
 
 from rag.reader.formats.base import (
@@ -37,6 +38,7 @@ _BLOCKS = frozenset({*_HEADINGS, *_PROSE, "pre", "li", "table", "ul", "ol", "dl"
                      "section", "article", "main", "blockquote", "figure", "details", "tr",
                      "hr", "br"} | {"body"})
 _SPACES = re.compile(r"\s+")
+_TAG = re.compile(r"<[^<>]*>")
 
 
 class HtmlReader(Reader):
@@ -74,6 +76,8 @@ class _Walk:
         self.lines = lines
         self.out: list[FileBlock] = []
         self.path: list[tuple[int, str]] = []  # (level, name) of the open headings
+        self.placed: dict[int, int] = {}  # line -> column past the last heading placed in it
+        self.lowered: dict[int, str] = {}  # line -> its text in lower case (once per line)
 
     def visit(self, element: Any) -> None:
         if not isinstance(element.tag, str) or _chrome(element):
@@ -105,7 +109,26 @@ class _Walk:
             self.path.pop()
         self.path.append((level, name))
         first, last = min(placed), max(placed)
-        self.out.append(FileBlock(HEADING, first, last, (name,), self.names(), level))
+        self.out.append(FileBlock(HEADING, first, last, (name,), self.names(), level,
+                                  column=self.column(element, name)))
+
+    def column(self, element: Any, name: str) -> int | None:
+        """Where the heading's start tag is in its line: the next ``<hN>`` there, past the
+        headings already placed, whose text reads as the name (a heading in left-out
+        chrome is passed over). A minified page holds many headings in one line."""
+        line = (element.sourceline or 0) - 1
+        if not 0 <= line < len(self.lines):
+            return None
+        text = self.lines[line]
+        lowered = self.lowered.setdefault(line, text.lower())
+        tag = re.compile(rf"<{element.tag}\b[^<>]*>", re.IGNORECASE)
+        for found in tag.finditer(text, self.placed.get(line, 0)):
+            close = lowered.find(f"</{element.tag.lower()}", found.end())
+            inner = text[found.end():close if close >= 0 else len(text)]
+            if " ".join(unescape(_TAG.sub(" ", inner)).split()) == name:
+                self.placed[line] = found.end()
+                return found.start()
+        return None
 
     def prose(self, element: Any, kind: str) -> None:
         nested = [c for c in element if isinstance(c.tag, str)

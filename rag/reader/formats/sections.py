@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 
 from rag.core.records import Chunk
 from rag.reader.chunking import HEADING_SEPARATOR, Section, chunks_from_sections, file_title
@@ -45,8 +46,7 @@ def rooted(blocks: Sequence[FileBlock], path: str) -> list[FileBlock]:
             names = (file_title(path), *names)
         elif not names:
             names = (first,)
-        out.append(FileBlock(block.kind, block.start, block.end, block.lines, names,
-                             block.level, block.header))
+        out.append(replace(block, path=names))
     return out
 
 
@@ -86,9 +86,51 @@ def chunk_blocks(
             for i in (block.start - 2, block.end):
                 if 0 <= i < len(lines) and _ADORNMENT.fullmatch(lines[i].strip()):
                     content[i] = True
-    return chunks_from_sections(lines, content, sections, fenced, path, max_tokens=max_tokens,
-                                min_tokens=min_tokens, count_tokens=count_tokens,
-                                visibility=visibility)
+    rooted_blocks = rooted(blocks, path)
+    marks = _marks(rooted_blocks)
+    breaks = {line - 1: sorted(column for column, _ in found[1:] if column > 0)
+              for line, found in marks.items()}
+    chunks = chunks_from_sections(lines, content, sections, fenced, path,
+                                  max_tokens=max_tokens, min_tokens=min_tokens,
+                                  count_tokens=count_tokens, visibility=visibility,
+                                  breaks={i: b for i, b in breaks.items() if b})
+    return [_headed(chunk, marks) for chunk in chunks]
+
+
+Marks = dict[int, list[tuple[int, tuple[str, ...]]]]
+
+
+def _marks(blocks: Sequence[FileBlock]) -> Marks:
+    """Each line (1-based) where a heading shares its line with another heading or with
+    text (a minified HTML page is one line), and the reader knows where each heading
+    starts: the heading path in force from column 0, then each heading's column and path.
+    A line with a heading of unknown column is left out: its sections stay whole lines."""
+    marks: Marks = {}
+    unplaced: set[int] = set()
+    text: set[int] = set()
+    current: tuple[str, ...] = ()
+    for block in blocks:
+        if block.kind != HEADING:
+            text.update(range(block.start, block.end + 1))
+            continue
+        if block.column is None:
+            unplaced.add(block.start)
+        marks.setdefault(block.start, [(0, current)]).append((block.column or 0, block.path))
+        current = block.path
+    return {line: found for line, found in marks.items()
+            if line not in unplaced and (len(found) > 2 or line in text)}
+
+
+def _headed(chunk: Chunk, marks: Marks) -> Chunk:
+    """A piece of a line that holds headings under the heading in force where it starts
+    (sections are whole lines, so every piece would bear the line's last heading); the
+    line is cut at each heading, so no piece runs on under the next."""
+    found = marks.get(chunk.start_line)
+    if found is None or chunk.start_col is None:
+        return chunk
+    names = next(path for column, path in reversed(found) if column <= chunk.start_col) \
+        or found[1][1][:1]  # (text before the page's first heading sits under its title)
+    return replace(chunk, heading=HEADING_SEPARATOR.join(names) or chunk.heading)
 
 
 def _glue_introducer(lines: Sequence[str], first: int, content: list[bool],
