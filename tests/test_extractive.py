@@ -979,3 +979,20 @@ def test_every_item_of_a_quoted_list_shows_its_marker() -> None:
     assert "`tool clean` - Removes all generated files" in quoted
     shown = [line for line in quoted.split("\n") if "`tool " in line]
     assert len(shown) >= 3 and all(line.startswith("* `tool ") for line in shown)
+
+
+def test_code_a_paragraph_leads_into_with_an_ellipsis_is_never_quoted_without_it() -> None:
+    # Reading back from the best passage stops between whole units: a paragraph ending in
+    # "..." is one unit with the code it introduces, as one ending in ":" is.
+    code = ("```python\nimport ssl\n# This context is the same as the default verify=True one,\n"
+            "# so the client checks certificates against the bundled CA store as usual.\n"
+            "ctx = ssl.create_default_context(cafile=where())\n```\n\n")
+    text = ("## Client instances\n\nBy default the certifi CA bundle is used for verification.\n\n"
+            "For more complex configurations you can pass an SSL context instance...\n\n" + code
+            + "Using the `truststore` package to support system certificate stores...\n\n"
+            "```python\nctx = truststore.SSLContext(ssl.PROTOCOL_TLS_CLIENT)\n```\n")
+    statements, _ = answer("How can I make httpx use the system certificate store?",
+                           [evidence("E1", text, path="ssl.md")], FakeEmbedder())
+    quoted = statements[0][0]
+    assert "Using the `truststore` package" in quoted
+    assert "cafile=where()" not in quoted or "complex configurations you can pass" in quoted

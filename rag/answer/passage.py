@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from rag.answer.quoting import code_fence
 from rag.core.records import Evidence
-from rag.core.text import query_terms, terms, word_count
+from rag.core.text import leads_in, query_terms, terms, word_count
 from rag.reader.formats import quote_blocks
 from rag.reader.inline import clean_inline, show_links
 from rag.reader.passages import Block
@@ -39,8 +39,9 @@ class Unit:
 
 
 def units(blocks: Sequence[Block]) -> list[Unit]:
-    """Consecutive list items (or table rows) form one unit; a paragraph that ends with
-    ":" leads into the list, table or code block right after it and joins it."""
+    """Consecutive list items (or table rows) form one unit; a paragraph that leads in
+    (ends in ":" or "...") leads into the list, table or code block right after it and
+    joins it."""
     out: list[list[Block]] = []
     for block in blocks:
         if out and _continues(out[-1], block):
@@ -60,7 +61,7 @@ def _continues(unit: list[Block], block: Block) -> bool:
     if block.kind == previous.kind:
         return block.kind in ("item", "row")
     return previous.kind == "prose" and len(unit) == 1 and block.kind != "prose" \
-        and previous.lines[-1].rstrip().endswith(":")
+        and leads_in(previous.lines[-1])
 
 
 def _shown(block: Block) -> list[str]:
