@@ -996,3 +996,18 @@ def test_code_a_paragraph_leads_into_with_an_ellipsis_is_never_quoted_without_it
     quoted = statements[0][0]
     assert "Using the `truststore` package" in quoted
     assert "cafile=where()" not in quoted or "complex configurations you can pass" in quoted
+
+
+def test_the_short_title_over_each_alternative_code_block_is_quoted_with_it() -> None:
+    # Shell tabs: a one-word title over each block ("Bash", "CMD") is too short to be a
+    # sentence, but the answer must still say which block is for which shell.
+    text = ("## Skip dotenv\n\nYou can tell the tool not to load dotenv files by setting the "
+            "`SKIP_DOTENV` environment variable before it starts.\n\nBash\n\n"
+            "```\n$ export SKIP_DOTENV=1\n$ tool run\n```\n\nCMD\n\n"
+            "```\n> set SKIP_DOTENV=1\n> tool run\n```\n")
+    statements, _ = answer("How do I stop the tool from loading dotenv files?",
+                           [evidence("E1", text, path="cli.md")], FakeEmbedder())
+    quoted = statements[0][0]
+    assert "\nBash\n```" in quoted and "\nCMD\n```" in quoted
+    assert quoted.index("Bash") < quoted.index("export") < quoted.index("CMD") \
+        < quoted.index("> set")

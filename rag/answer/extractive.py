@@ -36,6 +36,7 @@ from rag.answer.scoring import (
 from rag.core.records import Chunk
 from rag.core.text import word_count
 from rag.reader.formats import quote_blocks
+from rag.reader.inline import clean_inline, show_links
 from rag.reader.passages import BULLET, FACT, NAME_HEADING, Block, is_labelled_fact
 
 __all__ = ["PassageScorer", "Quote", "choose", "read_further"]
@@ -139,9 +140,14 @@ def _shown(blocks: Sequence[Block], mine: Sequence[Passage], base: int,
     fenced."""
     text, first, last, brought, prev = "", -1, base + blocks[0].first, -1, None
     said: set[str] = set()
-    for b in blocks:
+    for k, b in enumerate(blocks):
         if base + b.first <= brought:
             continue  # a sentence brought it, whole or cut at MAX_CODE_LINES: shown once
+        if text and _label(b, blocks[k + 1:k + 2], mine):
+            # the title over the next alternative's code, as the page shows it
+            text += "\n" + show_links(clean_inline(b.lines[0]))
+            last, prev = base + b.last, None
+            continue
         if b.kind == "code":
             code = fenced(b.lines)
             if code:
@@ -159,6 +165,20 @@ def _shown(blocks: Sequence[Block], mine: Sequence[Passage], base: int,
             if q.brings:
                 brought = q.lines[1]
     return text, (first, last)
+
+
+def _label(block: Block, after: Sequence[Block], mine: Sequence[Passage]) -> bool:
+    """Whether a block is a short title over the code right after it ("Bash", "Windows",
+    a content tab's "pip"), too short to be a sentence: shown in a quote that runs through
+    it, so the alternatives it tells apart stay apart."""
+    return block.kind == "prose" and len(block.lines) == 1 \
+        and 0 < len(show_links(clean_inline(block.lines[0])).split()) <= LABEL_WORDS \
+        and bool(after) \
+        and after[0].kind == "code" and after[0].first - block.last <= 4 \
+        and not any(q.block == block for q in mine)
+
+
+LABEL_WORDS = 3
 
 
 def _passage_quote(p: Passage, limit: int, stop: int, passages: Sequence[Passage],
