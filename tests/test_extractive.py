@@ -1011,3 +1011,17 @@ def test_the_short_title_over_each_alternative_code_block_is_quoted_with_it() ->
     assert "\nBash\n```" in quoted and "\nCMD\n```" in quoted
     assert quoted.index("Bash") < quoted.index("export") < quoted.index("CMD") \
         < quoted.index("> set")
+
+
+def test_each_content_tab_quoted_shows_its_title_over_its_code() -> None:
+    # MkDocs content tabs: the titles are markup lines, but they say which file each block
+    # goes in; the first block is the one the lead-in brings, the second is read on to.
+    text = ('## Enabling the plugin\n\nTo enable the plugin, add `acme.mypy` to the plugins in '
+            'your mypy config file:\n\n=== "`mypy.ini`"\n\n    ```ini\n    [mypy]\n'
+            '    plugins = acme.mypy\n    ```\n\n=== "`pyproject.toml`"\n\n    ```toml\n'
+            "    [tool.mypy]\n    plugins = ['acme.mypy']\n    ```\n")
+    statements, _ = answer("How do I enable the acme mypy plugin?",
+                           [evidence("E1", text, path="mypy.md")], FakeEmbedder())
+    quoted = statements[0][0]
+    assert "config file:\n`mypy.ini`\n```" in quoted
+    assert "```\n`pyproject.toml`\n```" in quoted

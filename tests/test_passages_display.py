@@ -171,15 +171,16 @@ def test_backslash_escapes_read_as_their_character_outside_code() -> None:
         "Use <bool> and *stars* but keep `a\\*b` as it is."]
 
 
-def test_a_code_block_inside_a_tab_is_shown_without_the_tabs_indent() -> None:
+def test_a_code_block_inside_a_tab_is_shown_under_its_title_without_the_tabs_indent() -> None:
     text = ('To install optional dependencies along with Pydantic:\n\n=== "pip"\n\n'
             "    ```bash\n    # with the `email` extra:\n    pip install 'pydantic[email]'\n"
             "    ```\n")
     shown = [evidence("E1", text, path="install.md", start=38)]
     statements, _ = answer("What do I need to install for email validation?", shown,
                            FakeEmbedder())
-    assert statements[0][0] == ("To install optional dependencies along with Pydantic:\n```\n"
-                                "# with the `email` extra:\npip install 'pydantic[email]'\n```")
+    assert statements[0][0] == ("To install optional dependencies along with Pydantic:\npip\n"
+                                "```\n# with the `email` extra:\npip install 'pydantic[email]'\n"
+                                "```")
 
 
 _MARKDOWN_PIECES = ["```", "```python", "~~~", "    ```", "| a | b |", "| --- | --- |",

@@ -267,6 +267,17 @@ class _Scanner:
         return line
 
 
+_TAB_BLOCK = re.compile(r" {0,3}/{3,}[ \t]*tab[ \t]*\|(.*)")  # pymdownx: /// tab | pip
+
+
+def tab_title(line: str) -> str:
+    """The title of a content tab that the line opens (``=== "pip"``, ``/// tab | pip``,
+    quotes or blockquote markers aside), or ""."""
+    stripped = line.strip()
+    found = _TABBED.fullmatch(stripped) or _TAB_BLOCK.fullmatch(stripped)
+    return found[1].strip().strip("\"'") if found else ""
+
+
 def is_anchor_line(line: str) -> bool:
     """A line that only anchors a cross-reference or sets its block's attributes."""
     return bool(_ANCHOR_LINE.fullmatch(line.strip()))
