@@ -1025,3 +1025,16 @@ def test_each_content_tab_quoted_shows_its_title_over_its_code() -> None:
     quoted = statements[0][0]
     assert "config file:\n`mypy.ini`\n```" in quoted
     assert "```\n`pyproject.toml`\n```" in quoted
+
+
+def test_a_code_block_titled_in_its_fence_is_quoted_under_its_title() -> None:
+    # VitePress code groups name each file in the fence (```js [vite.config.js]```); MkDocs
+    # writes title="...". The title says where the code goes, so the quote shows it.
+    text = ("## Library mode\n\nTo bundle a library, set the `build.lib` option and list "
+            "the entry file of the library:\n\n::: code-group\n\n```js [vite.config.js]\n"
+            "export default defineConfig({ build: { lib: { entry: 'lib/main.js' } } })\n```\n\n"
+            '```json title="package.json"\n{ "main": "./dist/my-lib.umd.cjs" }\n```\n\n:::\n')
+    statements, _ = answer("How do I bundle a library with the build.lib option?",
+                           [evidence("E1", text, path="build.md")], FakeEmbedder())
+    quoted = statements[0][0]
+    assert "\nvite.config.js\n```" in quoted and "\npackage.json\n```" in quoted

@@ -33,11 +33,10 @@ from rag.answer.scoring import (
     is_release_note,
     share,
 )
+from rag.answer.titles import is_label, shown_label, titles_of, titles_over, with_brought_title
 from rag.core.records import Chunk
 from rag.core.text import word_count
 from rag.reader.formats import quote_blocks
-from rag.reader.inline import clean_inline, show_links
-from rag.reader.markup import tab_title
 from rag.reader.passages import BULLET, FACT, NAME_HEADING, Block, is_labelled_fact
 
 __all__ = ["PassageScorer", "Quote", "choose", "read_further"]
@@ -134,7 +133,7 @@ def _units(chunk: Chunk) -> tuple[Unit, ...]:
 
 
 def _shown(blocks: Sequence[Block], mine: Sequence[Passage], base: int,
-           tabs: dict[int, str] | None = None) -> tuple[str, tuple[int, int]]:
+           titles: dict[int, str] | None = None) -> tuple[str, tuple[int, int]]:
     """Blocks as a quote shows them, and the file lines from the first shown to the last: a
     prose block, list item or table row as its sentences (one ending in ':' brings what it
     introduces), and a code block that no sentence brought as the code the page shows,
@@ -144,17 +143,14 @@ def _shown(blocks: Sequence[Block], mine: Sequence[Passage], base: int,
     for k, b in enumerate(blocks):
         if base + b.first <= brought:
             continue  # a sentence brought it, whole or cut at MAX_CODE_LINES: shown once
-        after = blocks[k - 1].last if k else -1
-        opened = [line for line in (tabs or {})
-                  if after < line < b.first and line >= b.first - TAB_REACH]
-        if opened:  # the block opens a content tab: its title goes before it
-            title = show_links(clean_inline(tabs[opened[-1]]))  # type: ignore[index]
-            text += ("\n" if text else "") + title
-            first = base + opened[-1] if first < 0 else first
+        opened = titles_over(titles or {}, blocks[k - 1].last if k else -1, b.first)
+        if opened:  # the block opens a content tab, or its code has a title: shown over it
+            text += ("\n" if text else "") + "\n".join(opened.values())
+            first = base + min(opened) if first < 0 else first
             prev = None
-        if text and _label(b, blocks[k + 1:k + 2], mine):
+        if text and is_label(b, blocks[k + 1:k + 2], mine):
             # the title over the next alternative's code, as the page shows it
-            text += "\n" + show_links(clean_inline(b.lines[0]))
+            text += "\n" + shown_label(b)
             last, prev = base + b.last, None
             continue
         if b.kind == "code":
@@ -169,51 +165,12 @@ def _shown(blocks: Sequence[Block], mine: Sequence[Passage], base: int,
                 continue  # (a tip repeated in each tab is quoted once)
             said.add(q.text)
             text += (_between(prev, q, text) if prev else "\n" if text else "") \
-                + _tab_brought(q, blocks[k + 1:k + 2], tabs or {})
+                + with_brought_title(q, blocks[k + 1:k + 2], titles or {})
             first = q.lines[0] if first < 0 else first
             last, prev = q.lines[1], q
             if q.brings:
                 brought = q.lines[1]
     return text, (first, last)
-
-
-TAB_REACH = 4  # a tab's title is shown over a block that starts within this many lines
-
-
-def _tab_brought(q: Passage, after: Sequence[Block], tabs: dict[int, str]) -> str:
-    """The passage's quote, with the title of the content tab that the code it brings opens
-    ("...in your mypy config file:", then tab "mypy.ini" and its code) before that code."""
-    cut = q.text.find("\n")
-    if not q.brings or cut < 0 or not after or after[0].kind != "code":
-        return q.text
-    opened = [line for line in tabs
-              if q.block.last < line < after[0].first and line >= after[0].first - TAB_REACH]
-    if not opened:
-        return q.text
-    return f"{q.text[:cut]}\n{show_links(clean_inline(tabs[opened[-1]]))}{q.text[cut:]}"
-
-
-@lru_cache(maxsize=1024)
-def _tabs(chunk: Chunk) -> dict[int, str]:
-    """The content tabs a Markdown chunk opens: chunk line (0-based) -> title."""
-    if chunk.format not in (None, "", "markdown"):
-        return {}
-    return {i: title for i, line in enumerate(chunk.text.split("\n"))
-            if (title := tab_title(line))}
-
-
-def _label(block: Block, after: Sequence[Block], mine: Sequence[Passage]) -> bool:
-    """Whether a block is a short title over the code right after it ("Bash", "Windows",
-    a content tab's "pip"), too short to be a sentence: shown in a quote that runs through
-    it, so the alternatives it tells apart stay apart."""
-    return block.kind == "prose" and len(block.lines) == 1 \
-        and 0 < len(show_links(clean_inline(block.lines[0])).split()) <= LABEL_WORDS \
-        and bool(after) \
-        and after[0].kind == "code" and after[0].first - block.last <= 4 \
-        and not any(q.block == block for q in mine)
-
-
-LABEL_WORDS = 3
 
 
 def _passage_quote(p: Passage, limit: int, stop: int, passages: Sequence[Passage],
@@ -252,7 +209,7 @@ def _passage_quote(p: Passage, limit: int, stop: int, passages: Sequence[Passage
         else:
             break
     blocks = [b for u in found[lo:hi] for b in u.blocks]
-    text, (start, end) = _shown(blocks, mine, base, _tabs(chunk))
+    text, (start, end) = _shown(blocks, mine, base, titles_of(chunk))
     if not text:
         return None
     # then the paragraph (or list) after, sentence by sentence (item by item) while they fit

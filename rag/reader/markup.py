@@ -278,6 +278,24 @@ def tab_title(line: str) -> str:
     return found[1].strip().strip("\"'") if found else ""
 
 
+# A code block's title in its opening fence: ```py title="app.py"``` (MkDocs Material,
+# also {title="..."}), or VitePress's ```js [vite.config.js]```.
+_TITLE_ATTRIBUTE = re.compile(r'\btitle="([^"]*)"')
+
+
+def code_title(line: str) -> str:
+    """The title an opening code fence gives its block, or ""."""
+    stripped = line.strip()
+    if not stripped.startswith(("```", "~~~")):
+        return ""
+    info = stripped.lstrip("`~")
+    if (found := _TITLE_ATTRIBUTE.search(info)) is not None:
+        return found[1].strip()
+    if info.endswith("]") and " [" in info:
+        return info[info.rindex(" [") + 2:-1].strip()
+    return ""
+
+
 def is_anchor_line(line: str) -> bool:
     """A line that only anchors a cross-reference or sets its block's attributes."""
     return bool(_ANCHOR_LINE.fullmatch(line.strip()))
