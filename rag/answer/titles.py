@@ -67,5 +67,5 @@ def is_label(block: Block, after: Sequence[Block], mine: Sequence[Passage]) -> b
     too short to be a sentence (no passage of ``mine`` is read from it)."""
     return block.kind == "prose" and len(block.lines) == 1 \
         and 0 < len(shown_label(block).split()) <= LABEL_WORDS \
-        and bool(after) and after[0].kind == "code" and after[0].first - block.last <= 4 \
+        and bool(after) and after[0].kind == "code" and after[0].first - block.last <= TAB_REACH \
         and not any(q.block == block for q in mine)
