@@ -86,14 +86,13 @@ def chunk_blocks(
             for i in (block.start - 2, block.end):
                 if 0 <= i < len(lines) and _ADORNMENT.fullmatch(lines[i].strip()):
                     content[i] = True
-    rooted_blocks = rooted(blocks, path)
-    marks = _marks(rooted_blocks)
-    breaks = {line - 1: sorted(column for column, _ in found[1:] if column > 0)
-              for line, found in marks.items()}
+    marks = _marks(rooted(blocks, path))
+    breaks = {line - 1: columns for line, found in marks.items()  # (0-based lines)
+              if (columns := sorted(column for column, _ in found[1:] if column > 0))}
     chunks = chunks_from_sections(lines, content, sections, fenced, path,
                                   max_tokens=max_tokens, min_tokens=min_tokens,
                                   count_tokens=count_tokens, visibility=visibility,
-                                  breaks={i: b for i, b in breaks.items() if b})
+                                  breaks=breaks)
     return [_headed(chunk, marks) for chunk in chunks]
 
 
