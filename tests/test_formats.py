@@ -11,8 +11,6 @@ import json
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 
 from rag.reader.chunking import span_text
 from rag.reader.formats import (
@@ -280,42 +278,3 @@ def test_every_chunk_of_a_real_corpus_is_its_files_lines(name: str) -> None:
                 assert 0 <= block.first <= block.last < c.end_line - c.start_line + 1
         read += bool(chunks)
     assert read >= 40
-
-
-_HTML_PIECES = st.sampled_from([
-    "<h2>Alpha</h2>", "<h3>Beta &amp; gamma</h3>", "<h2>Delta <code>x</code></h2>",
-    "<p>Some words. More words here.</p>", "<p>" + "Long sentence of words. " * 20 + "</p>",
-    "<ul><li>One item.</li><li>Two items.</li></ul>", "<pre>code line\nnext line</pre>",
-    "<nav><h2>Menu</h2><a>Home</a></nav>", "<script>var h2 = '<h2>x</h2>';</script>",
-    "<table><tr><th>K</th></tr><tr><td>v</td></tr></table>", "<div>Loose text</div>"])
-
-
-@settings(max_examples=120, deadline=5000, suppress_health_check=[HealthCheck.too_slow])
-@given(parts=st.lists(_HTML_PIECES, min_size=1, max_size=30), minified=st.booleans(),
-       max_tokens=st.integers(12, 80))
-def test_any_html_page_chunks_into_its_own_lines_under_its_own_headings(
-        tmp_path_factory: pytest.TempPathFactory, parts: list[str], minified: bool,
-        max_tokens: int) -> None:
-    root = tmp_path_factory.mktemp("html")
-    page = "<html><body><h1>Page</h1>" + ("" if minified else "\n").join(parts) + \
-        "</body></html>\n"
-    (root / "page.html").write_text(page, encoding="utf-8")
-    chunks = chunks_of("page.html", root, max_tokens=max_tokens)
-    lines = page.split("\n")
-    names = {"Page", "Alpha", "Beta & gamma", "Delta x"}
-    previous = (0, 0)
-    for chunk in chunks:
-        assert span_text(lines, chunk.start_line, chunk.end_line, chunk.start_col,
-                         chunk.end_col) == chunk.text
-        start = (chunk.start_line, chunk.start_col or 0)
-        assert start >= previous, "chunks overlap or are out of order"
-        previous = (chunk.end_line, chunk.end_col or 1 << 30)
-        assert set(chunk.heading.split(" > ")) <= names  # never the menu's, nor a script's
-        for tag, name in (("<h2>Alpha", "Alpha"), ("<h3>Beta", "Beta & gamma")):
-            # A chunk opening a section is under it (unless small sections merged into it).
-            if chunk.text.startswith(tag) and chunk.text.count("<h") == 1:
-                assert name in chunk.heading.split(" > ")
-        if chunk.start_col is not None:  # a piece of a line is within one section
-            # (a menu's or a script's "<h2>" opens none, so only the page's headings count)
-            for tag in ("<h2>Alpha", "<h3>Beta", "<h2>Delta"):
-                assert chunk.text.find(tag, 1) < 0

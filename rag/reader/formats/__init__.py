@@ -160,10 +160,11 @@ def cell_place(rel: str, lines: list[str], start: int, end: int,
         return None
     from rag.reader.formats.notebook import cell_of
 
-    first = cell_of(lines, start)
+    # The first and last cited lines in a cell: a range may open on a code cell's fence
+    # (its ``"source": [`` line) and end on the next cell's own JSON lines.
+    first = next((p for n in range(start, end + 1) if (p := cell_of(lines, n))), None)
     if first is None:
         return None
-    # The last cited line in a cell (a range may end on the next cell's own JSON lines).
     last = next((p for n in range(end, start, -1) if (p := cell_of(lines, n))), first)
     place: dict[str, Any] = {"cell": first[0], "cell_lines": [first[1], last[1]]}
     if last[0] != first[0]:
