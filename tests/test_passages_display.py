@@ -266,3 +266,15 @@ def test_a_list_items_text_goes_on_at_the_margin_until_a_rule_or_blank_line() ->
             "A paragraph after the rule.\n")
     assert [(b.kind, b.first, b.last) for b in read_blocks(text)] == [
         ("item", 0, 1), ("item", 2, 2), ("prose", 4, 4)]
+
+
+def test_a_line_of_images_is_not_quoted_but_text_around_an_image_is() -> None:
+    text = ("By default, the tool links only direct dependencies into the root folder.\n\n"
+            "![A folder of links into a store](/img/isolated.svg)\n\n"
+            "[![CI](https://ci.example/badge.svg)](https://ci.example) "
+            "[![docs](https://docs.example/b.svg)](https://docs.example)<br>\n\n"
+            "![Run result](../assets/run.png){ width=\"500\" }\n\n"
+            "Press the ![gear](gear.png) button to open the settings.\n")
+    shown = [" ".join(b.lines) for b in read_blocks(text)]
+    assert shown == ["By default, the tool links only direct dependencies into the root folder.",
+                     "Press the ![gear](gear.png) button to open the settings."]

@@ -2,8 +2,8 @@
 each with the chunk lines it came from. rag.reader.prose splits them into sentences; what a
 sentence ending in ":" brings with it is rag.answer.quoting's part.
 
-Never quotable: docs-generator markup (see :func:`is_markup_line`; a shared markup
-module may replace it), paragraphs that carry evidence-block markup or address the
+Never quotable: docs-generator markup and lines of images only (see :func:`is_markup_line`;
+a shared markup module may replace it), paragraphs that carry evidence-block markup or address the
 assistant (how a document tries to forge evidence or give orders; the delimiters and the
 label check are the guarantees), fragments and sentences cut short.
 """
@@ -49,6 +49,11 @@ _MARKUP_LINE = re.compile(
     r"|\{\{[<%].*[%>]\}\}|\[[^\]]+\]:\s*\S+.*"
     r"|(?:</?[A-Za-z][\w-]*(?:\s[^<>]*)?/?>\s*)+)$"
 )
+# A line of images only: a figure, or a row of badges ("[![CI](ci.svg)](ci-url)"), with its
+# attribute list ("{ width=\"500\" }") or a trailing <br>. The page shows pictures there, not
+# text, as it does for an <img> tag alone (a bare HTML tag above).
+_IMAGE_LINE = re.compile(r"(?:\[?!\[[^\]\n]*\](?:\((?:[^()\s]|\([^()\s]*\))*(?:\s+\"[^\"]*\")?\)"
+                         r"|\[[^\]\n]*\])(?:\]\([^()\s]*\))?(?:\{[^{}\n]*\})?(?:<br\s*/?>)?\s*)+")
 _INLINE_SHORTCODE = re.compile(r"\{\{[<%]|[%>]\}\}")
 # Blockquote markers ("> ", "> > ") and GitHub/Hugo alert markers ("[!NOTE]") show no text.
 _QUOTE_PREFIX = re.compile(r"^[ \t]{0,3}>(?:[ \t]?>)*[ \t]?")
@@ -87,9 +92,10 @@ def is_labelled_fact(text: str) -> bool:
 
 def is_markup_line(line: str) -> bool:
     """A line that only drives the docs generator (admonition marker, shortcode, include,
-    link definition, bare HTML tag): never part of a quote."""
+    link definition, bare HTML tag) or only shows images: never part of a quote."""
     stripped = line.strip()
     return bool(_MARKUP_LINE.match(stripped)) or is_anchor_line(stripped) \
+        or ("![" in stripped and bool(_IMAGE_LINE.fullmatch(stripped))) \
         or is_template_line(stripped) or is_include(stripped)
 
 
