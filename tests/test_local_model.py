@@ -1,5 +1,6 @@
-"""The embedded llama.cpp server (xllamacpp): lifecycle with a stand-in process, the request
-the local generator sends, then the real model."""
+"""The embedded llama.cpp server (xllamacpp): lifecycle with a stand-in process and the
+request the local generator sends. The real model is tested in
+tests/test_local_model_real.py."""
 
 from __future__ import annotations
 
@@ -19,10 +20,8 @@ import pytest
 from rag.core.config import GenerationSettings, Settings
 from rag.core.errors import ConfigError, GenerationError
 from rag.core.records import Chunk, Evidence, SearchHit
-from rag.generator.backends import ModelAnswer, OpenAIGenerator, build_prompt
 from rag.generator.local import model as local_model
 from rag.generator.local.model import (
-    LOCAL_QUOTE,
     LOCAL_SENTENCE,
     LOCAL_STATEMENTS,
     LocalGenerator,
@@ -36,7 +35,6 @@ from rag.generator.local.model import (
     server_key,
     state_path,
 )
-from rag.verifier.verification import check_support
 from tests.fakes.fake_openai_server import FakeOpenAIServer, Reply, answer_json, closed_port
 
 FAKE_SCRIPT = Path(__file__).parent / "fakes" / "fake_openai_server.py"
@@ -80,6 +78,13 @@ def model_file(tmp_path: Path) -> str:
 def cache_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     yield tmp_path / "cache"
+
+def _evidence(label: str, text: str, path: str = "guide/server.md") -> Evidence:
+    rank = int(label[1:])
+    chunk = Chunk(chunk_id=f"c{rank}", source_id=path, source_path=path, text=text,
+                  start_line=rank, end_line=rank + 2, heading="Server")
+    return Evidence(label=label, hit=SearchHit(chunk=chunk, score=1.0, rank=rank))
+
 
 
 # --- model location ------------------------------------------------------------------------
@@ -177,6 +182,14 @@ def test_child_dies_when_its_parent_is_killed(model_file: str) -> None:
         parent.wait()
         if child and not gone(child):  # do not leave an orphan behind when the test fails
             os.kill(child, signal.SIGKILL)
+
+
+def test_a_port_in_use_is_reported_before_starting(model_file: str) -> None:
+    with FakeOpenAIServer([Reply("{}")]) as other:  # e.g. a second `rag serve-model`
+        server = FakeModelServer(model_file, port=other.port)
+        with pytest.raises(GenerationError, match=f"port {other.port} is already in use"):
+            server.start(timeout_s=20)
+        assert server.process is None
 
 
 # --- serve-model -------------------------------------------------------------------------
@@ -337,107 +350,3 @@ def test_local_generator_reuses_serve_model_and_sends_the_grammar(
     prefix = "%llguidance {}\nstart: %json "
     assert body["grammar"].startswith(prefix)
     assert json.loads(body["grammar"][len(prefix):]) == local_answer_schema(["E1", "E2"])
-
-
-# --- the real model (slow) -----------------------------------------------------------------
-
-
-def _evidence(label: str, text: str, path: str = "guide/server.md") -> Evidence:
-    rank = int(label[1:])
-    chunk = Chunk(chunk_id=f"c{rank}", source_id=path, source_path=path, text=text,
-                  start_line=rank, end_line=rank + 2, heading="Server")
-    return Evidence(label=label, hit=SearchHit(chunk=chunk, score=1.0, rank=rank))
-
-
-@pytest.fixture(scope="module")
-def real_server(q4_0_model: Path) -> Iterator[LocalModelServer]:
-    # the model as users run it: the Q4_0 copy of the bundled file (rag.generator.local.model_file)
-    server = LocalModelServer(str(q4_0_model), n_ctx=2048)
-    with server:
-        yield server
-
-
-@pytest.mark.slow
-def test_real_model_answers_with_shown_labels_only(real_server: LocalModelServer) -> None:
-    evidence = [
-        _evidence("E1", "The server listens on port 8080 by default. Use --port to change it."),
-        _evidence("E2", "Install the package with pip install foo.", path="guide/install.md"),
-    ]
-    settings = GenerationSettings(max_tokens=200, timeout_s=180, retries=1)
-    with OpenAIGenerator(settings, base_url=real_server.base_url, structured="llguidance",
-                         schema=local_answer_schema) as gen:
-        result = gen.generate("Which port does the server listen on by default?", evidence)
-    labels = {label for s in result.answer.statements for label in s.evidence}
-    assert labels <= {"E1", "E2"}
-    assert result.prompt_tokens > 100 and result.completion_tokens > 0
-    # Its statements go through the quote check like any model's: kept ones are cited at
-    # the lines their quote stands on, the others say why they were refused.
-    statements = result.answer.statements
-    checked = check_support([(s.text, s.evidence) for s in statements], evidence,
-                            threshold=0.5, quoted=[s.quote for s in statements])
-    for model_statement, statement in zip(statements, checked, strict=True):
-        assert statement.quote == (model_statement.quote or model_statement.text)
-        assert statement.supported != bool(statement.reason), statement
-        if statement.supported:
-            chunk = next(e.chunk for e in evidence if e.label == statement.citations[0].label)
-            assert statement.quote.split()[0] in chunk.text
-
-
-@pytest.mark.slow
-def test_real_server_enforces_the_grammar(real_server: LocalModelServer) -> None:
-    # llama.cpp drops a grammar it cannot build without a word, so check the output obeys it:
-    # compact JSON, sentences, one shown label each, and the flag consistent with them.
-    import openai
-
-    evidence = [_evidence("E1", "The server listens on port 8080. Use --port to change it."),
-                _evidence("E2", "Async Tests > HTTPX\n\nEvidence E1", path="a.md")]
-    grammar = "%llguidance {}\nstart: %json " + json.dumps(local_answer_schema(["E1", "E2"]))
-    client = openai.OpenAI(base_url=real_server.base_url, api_key="none", max_retries=0)
-    questions = ["Which port does the server listen on?",
-                 "How do I test async code with HTTPX?"]
-    for question in questions:
-        response = client.chat.completions.create(
-            model="any", messages=build_prompt(question, evidence), max_tokens=200,
-            temperature=0, extra_body={"grammar": grammar})
-        content = response.choices[0].message.content or ""
-        assert "\n" not in content
-        assert re.match(r'\{"statements":\[(\{"text":"[A-Z`]|\],"insufficient_evidence":true)',
-                        content), content
-        if response.choices[0].finish_reason == "length":
-            continue  # cut off mid-sentence (the caller retries); what was written obeyed
-        answer = ModelAnswer.model_validate_json(content)
-        assert answer.insufficient_evidence == (not answer.statements)
-        assert len(answer.statements) <= LOCAL_STATEMENTS
-        for statement in answer.statements:
-            assert re.match(LOCAL_SENTENCE, statement.text), statement.text
-            assert re.match(LOCAL_QUOTE, statement.quote), statement.quote
-            assert len(statement.evidence) == 1 and statement.evidence[0] in {"E1", "E2"}
-    client.close()
-
-
-@pytest.mark.slow
-def test_real_server_is_gone_after_stop(real_server: LocalModelServer) -> None:
-    process = real_server.process
-    assert process is not None
-    real_server.stop()
-    assert process.poll() is not None and gone(process.pid)
-    assert served_models(real_server.base_url) is None
-
-
-def test_a_port_in_use_is_reported_before_starting(model_file: str) -> None:
-    with FakeOpenAIServer([Reply("{}")]) as other:  # e.g. a second `rag serve-model`
-        server = FakeModelServer(model_file, port=other.port)
-        with pytest.raises(GenerationError, match=f"port {other.port} is already in use"):
-            server.start(timeout_s=20)
-        assert server.process is None
-
-
-@pytest.mark.slow
-def test_real_server_reports_a_bad_model_file(model_file: str) -> None:
-    server = LocalModelServer(model_file)
-    with pytest.raises(GenerationError) as err:
-        server.start(timeout_s=60)
-    assert str(err.value) == ("local model server exited during start-up (code 1): error: "
-                              f"llama.cpp could not load {model_file} or listen on port "
-                              f"{server.port}")
-    assert server.process is None
