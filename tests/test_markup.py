@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from rag.reader.markup import clean_markup, code_continuation, display_lines
+from rag.reader.code_tail import code_continuation
+from rag.reader.markup import clean_markup, display_lines
 from rag.reader.passages import read_blocks
 from rag.reader.prose import sentences as passage_sentences
 

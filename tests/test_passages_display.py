@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 
 from rag.answer.quoting import attachment, quote
 from rag.indexer.embedding import FakeEmbedder
-from rag.reader.markup import code_continuation
+from rag.reader.code_tail import code_continuation
 from rag.reader.passages import read_blocks
 from rag.reader.prose import sentences
 from tests.conftest import quotable_sentences

@@ -14,6 +14,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
+from rag.reader.code_tail import code_continuation
 from rag.reader.fences import (
     hidden_code_lines,
     is_include,
@@ -26,7 +27,6 @@ from rag.reader.markdown import outline
 from rag.reader.markup import (
     CODE_SPAN,
     VERSION_SHORTCODE,
-    code_continuation,
     is_anchor_line,
     is_template_line,
     marker_words,
