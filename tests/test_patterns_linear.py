@@ -29,6 +29,7 @@ ANCHORED = {
     ("rag.reader.inline", "_SHORTCODE_NAME"),  # .match(line, pos) right after a "{{<" opener
     ("rag.reader.markup", "_VERSION_MARKER"),  # .fullmatch of a shortcode's inside
     ("rag.reader.passages", "_DELIMITER_ROW"),  # .match / .fullmatch of a table's second row
+    ("rag.reader.passages", "_IMAGE_LINE"),  # .fullmatch of one stripped line
     ("rag.reader.formats.text", "_NUMBERED"),  # .fullmatch of one stripped line
     ("rag.reader.formats.text", "_ITEM"),  # .match at the start of one line
 }
