@@ -4,8 +4,10 @@ tests/test_extractive.py; entries, options and settings in tests/test_extractive
 
 from __future__ import annotations
 
+from rag.answer.quoting import attachment, quote
 from rag.indexer.embedding import FakeEmbedder
 from rag.reader.passages import read_blocks
+from rag.reader.prose import sentences
 from tests.conftest import quotable_sentences
 from tests.test_extractive import answer, evidence, lines_of
 
@@ -334,3 +336,16 @@ def test_a_code_block_titled_in_its_fence_is_quoted_under_its_title() -> None:
                            [evidence("E1", text, path="build.md")], FakeEmbedder())
     quoted = statements[0][0]
     assert "\nvite.config.js\n```" in quoted and "\npackage.json\n```" in quoted
+
+
+def test_a_three_line_snippet_after_a_paragraph_is_quoted_with_it_a_longer_block_is_not() -> None:
+    snippet = (">>> import tool\n>>> transport = tool.Transport(retries=1)\n"
+               ">>> client = tool.Client(transport=transport)")
+    longer = snippet + "\n>>> client.get('/')\n>>> client.close()\n>>> print('done')"
+    for code, brought in ((snippet, True), (longer, False)):
+        text = f"Connection retries are available through the transport.\n\n```\n{code}\n```\n"
+        blocks = read_blocks(text)
+        first = sentences(blocks)[0]
+        quoted, last = quote(first, attachment(blocks, first))
+        assert ("transport = tool.Transport(retries=1)" in quoted) is brought
+        assert last == (len(text.split("\n")) - 2 if brought else 0)

@@ -14,10 +14,11 @@ from rag.reader.passages import BULLET, Block
 from rag.reader.prose import Sentence
 
 MAX_CODE_LINES = 10  # non-blank lines of a code block quoted, at most
-MAX_ITEMS = 6
 CODE_WORDS = 60  # a code block or list longer than this is quoted up to here
 
-SHORT_CODE_LINES = 2  # a code block this short after a paragraph is quoted with it
+# A code block this short after a paragraph is quoted with it: a usage line, or a snippet
+# that imports, builds and uses one thing.
+SHORT_CODE_LINES = 3
 
 
 def attachment(blocks: Sequence[Block], sentence: Sentence) -> list[tuple[Block, int]]:
@@ -55,8 +56,6 @@ def attachment(blocks: Sequence[Block], sentence: Sentence) -> list[tuple[Block,
                 kept += 1
                 shown += bool(line.strip())
             out.append((block, kept))
-            break
-        if len([b for b, _ in out if b.kind == kind]) >= MAX_ITEMS:
             break
         words += sum(len(line.split()) for line in block.lines)
         out.append((block, len(block.lines)))
