@@ -156,7 +156,7 @@ def test_bad_files_warn_and_the_rest_is_indexed(docs, tmp_path, settings, embedd
     (docs / "escape.md").symlink_to(outside)
     report = _index(docs, tmp_path, settings, embedder)
     joined = "\n".join(report.warnings)
-    assert "latin1.md: not valid UTF-8" in joined
+    assert "latin1.md: not valid UTF-8 (byte 5); save it as UTF-8" in joined
     assert "image.md: binary file" in joined
     assert "empty.md is empty" in joined
     assert "loop: " in joined and "escape.md: symlink points outside" in joined

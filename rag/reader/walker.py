@@ -155,7 +155,7 @@ def read_text(path: Path, rel: str, max_bytes: int) -> tuple[str | None, bytes |
     try:
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
-        return None, None, f"skipped {rel}: not valid UTF-8 (byte {exc.start})"
+        return None, None, f"skipped {rel}: not valid UTF-8 (byte {exc.start}); save it as UTF-8"
     if not text.strip():
         return text, raw, f"{rel} is empty: nothing to index"
     return text, raw, None
