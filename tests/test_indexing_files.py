@@ -171,3 +171,23 @@ def test_mdx_pages_are_indexed_without_their_markup(docs, tmp_path, settings, em
     [page] = [c for c in store.load(tmp_path / "index").chunks if c.source_path == "tabs.mdx"]
     assert page.heading == "Package managers" and (page.start_line, page.end_line) == (9, 9)
     assert embed_text(page) == "Package managers\nRun npm install to fetch the packages."
+
+
+def test_an_edit_reads_only_the_edited_files_chunks_for_their_text(docs, tmp_path, settings,
+                                                                   embedder, monkeypatch):
+    (docs / "guide.md").write_text("# Guide\n\nThe guide says how to start the server.\n",
+                                   encoding="utf-8")
+    first = _index(docs, tmp_path, settings, embedder)
+    shown = indexing.embed_text
+    read: list[str] = []
+    monkeypatch.setattr(indexing, "embed_text", lambda c: read.append(c.source_path) or shown(c))
+    unchanged = _index(docs, tmp_path, settings, embedder)
+    assert read == [] and unchanged.chunks_embedded == 0
+    assert unchanged.chunks_total == first.chunks_total
+    # The same sentence under a renamed heading: its chunk id stays, its embedded text not.
+    (docs / "guide.md").write_text("# Starting\n\nThe guide says how to start the server.\n",
+                                   encoding="utf-8")
+    edited = _index(docs, tmp_path, settings, embedder)
+    assert set(read) == {"guide.md"} and edited.chunks_embedded == 1
+    [chunk] = [c for c in store.load(tmp_path / "index").chunks if c.source_path == "guide.md"]
+    assert chunk.heading == "Starting"

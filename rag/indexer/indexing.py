@@ -121,9 +121,13 @@ def _update_vectors(
     """Keep vectors of unchanged embedded text, embed the rest, drop what left the index;
     also returns each chunk's embedded-text key, for the manifest."""
     wanted = {store.faiss_id(c.chunk_id): c for c in chunks}
-    texts = {fid: embed_text(c) for fid, c in wanted.items()}
-    hashes = {fid: embed_key(text) for fid, text in texts.items()}
     old_hash = _old_keys(old)
+    # A chunk the old index holds as it is now, under the same rules, shows the same text:
+    # its recorded key stands, and only new or changed chunks are read for their text.
+    same = _unchanged(old)
+    texts = {fid: embed_text(c) for fid, c in wanted.items()
+             if not old_hash.get(fid) or same.get(fid) != c}
+    hashes = {fid: embed_key(texts[fid]) if fid in texts else old_hash[fid] for fid in wanted}
     fid_of_hash = {h: fid for fid, h in old_hash.items() if h}
     keep = [fid for fid, h in hashes.items() if old_hash.get(fid) == h]
     todo = [fid for fid in wanted if old_hash.get(fid) != hashes[fid]]
@@ -158,6 +162,14 @@ def _update_vectors(
         _add(vectors, reuse, reused)
     _add(vectors, embed, fresh)
     return vectors, {c.chunk_id: hashes[fid] for fid, c in wanted.items()}
+
+
+def _unchanged(old: store.IndexVersion | None) -> dict[int, Chunk]:
+    """The old index's chunks by vector id, where their recorded keys were made under
+    today's rules (else none: every chunk is read again)."""
+    if old is None or not old.manifest.embedded or old.manifest.chunk_rules != CHUNK_RULES:
+        return {}
+    return {store.faiss_id(c.chunk_id): c for c in old.chunks}
 
 
 def _old_keys(old: store.IndexVersion | None) -> dict[int, str]:
