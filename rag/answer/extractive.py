@@ -208,6 +208,15 @@ def _passage_quote(p: Passage, limit: int, stop: int, passages: Sequence[Passage
             back += sizes[lo]
         else:
             break
+    # Code read back belongs to the paragraph before it, which it shows: the quote reads
+    # back to that paragraph too, or starts after the code.
+    if lo < at and found[lo].blocks[0].kind == "code":
+        if lo > 0 and found[lo - 1].kind == "prose" and fits(lo - 1):
+            lo -= 1
+            words += sizes[lo]
+        while found[lo].blocks[0].kind == "code" and lo < at:
+            words -= sizes[lo]
+            lo += 1
     blocks = [b for u in found[lo:hi] for b in u.blocks]
     text, (start, end) = _shown(blocks, mine, base, titles_of(chunk))
     if not text:
