@@ -38,6 +38,32 @@ def test_reindex_embeds_only_what_changed(docs, pg_dsn, embedder):
     assert hits[0].chunk.source_path == "faq.md" and "Tides" in hits[0].chunk.text
 
 
+def test_reindex_reads_only_new_or_changed_chunks_and_keeps_their_counts(docs, pg_dsn,
+                                                                         embedder, monkeypatch):
+    from rag.indexer import pg_writer
+
+    settings = pg_settings(pg_dsn)
+    build_index(docs, UNUSED, settings, embedder)
+    lengths = run_sql(pg_dsn, "SELECT chunk_id, content_hash, length FROM rag_chunks r "
+                      "JOIN rag_versions v ON v.id = r.version_id AND v.is_current ORDER BY 1")
+    shown = pg_writer.embed_text
+    read: list[str] = []
+    monkeypatch.setattr(pg_writer, "embed_text", lambda c: read.append(c.source_path) or shown(c))
+    again = build_index(docs, UNUSED, settings, embedder)
+    assert read == [] and again.chunks_embedded == 0 and again.chunks_reused == again.chunks_total
+    assert run_sql(pg_dsn, "SELECT chunk_id, content_hash, length FROM rag_chunks r JOIN "
+                   "rag_versions v ON v.id = r.version_id AND v.is_current ORDER BY 1") == lengths
+    # The same sentence under a renamed heading: its chunk id stays, its embedded text not.
+    (docs / "faq.md").write_text("# FAQ\n\nTides come twice a day.\n", encoding="utf-8")
+    build_index(docs, UNUSED, settings, embedder)
+    (docs / "faq.md").write_text("# Tides\n\nTides come twice a day.\n", encoding="utf-8")
+    calls = embedder.calls
+    renamed = build_index(docs, UNUSED, settings, embedder)
+    assert set(read) == {"faq.md"} and embedder.calls - calls == renamed.chunks_embedded == 1
+    hits = open_retriever(UNUSED, settings, embedder).search("tides twice a day", k=1)
+    assert hits[0].chunk.heading == "Tides"
+
+
 def test_a_loaded_version_is_pinned_until_the_server_moves_on(docs, pg_dsn, embedder,
                                                               monkeypatch):
     """Readers see the old version or the new one, never a mix; stale() tells them to reload."""

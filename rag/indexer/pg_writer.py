@@ -2,7 +2,8 @@
 
 Incremental like the folder store: unchanged files are not re-chunked, and a text whose
 vector is already in ``rag_vectors`` (looked up by the sha256 of the embedded text) is not
-embedded again. New vectors are committed as they are embedded, so an interrupted run keeps
+embedded again; a chunk the current version holds unchanged keeps its key and length
+without being read again. New vectors are committed as they are embedded, so an interrupted run keeps
 its work. The new version's rows are written in one transaction and made current in a second,
 short one; readers see the old version or the new one, never a mix. One writer at a time: a
 second one stops with one line (a session advisory lock, dropped if the writer dies).
@@ -35,6 +36,7 @@ from rag.indexer.common import (
     visibility_for,
 )
 from rag.indexer.embedding import Embedder
+from rag.reader.chunking import CHUNK_RULES
 from rag.stores.folder import Manifest
 from rag.stores.lexical import chunk_tokens
 from rag.stores.pg_schema import ADVISORY_KEY, connect, ensure_schema, hnsw_sql, where
@@ -49,6 +51,8 @@ class _Old:
 
     manifest: Manifest
     chunks: list[Chunk]
+    # chunk id -> (the sha256 of its embedded text, its length in BM25 words)
+    keys: dict[str, tuple[str, int]]
 
 
 @contextmanager
@@ -104,20 +108,33 @@ def _build(conn: Any, docs_root: Path, settings: Settings, embedder: Embedder, r
             f"index in {where(settings.store.dsn)}: {problems[0]}; "
             "rebuild with `rag index --rebuild`")
     chunks, wanted.files = chunk_folder(docs_root, old, settings, embedder, report)
-    texts = [embed_text(c) for c in chunks]
-    hashes = [sha256_hex(t.encode("utf-8")) for t in texts]
-    unique = dict(zip(hashes, texts))
+    # A chunk the current version holds as it is now, under the same rules, keeps its key
+    # and length; only new or changed chunks are read for their text and words.
+    same = {c.chunk_id: c for c in old.chunks} \
+        if old is not None and old.manifest.chunk_rules == CHUNK_RULES else {}
+    hashes, lengths, unique, words = [], [], {}, {}
+    for c in chunks:
+        if same.get(c.chunk_id) == c and c.chunk_id in old.keys:  # type: ignore[union-attr]
+            h, n = old.keys[c.chunk_id]  # type: ignore[union-attr]
+        else:
+            text = embed_text(c)
+            h = sha256_hex(text.encode("utf-8"))
+            unique[h] = text
+            # What BM25 counts per embedded text: the folder store's words for the chunk.
+            words[h] = chunk_tokens(c)
+            n = max(len(words[h]), 1)  # the folder store counts empty as 1
+        hashes.append(h)
+        lengths.append(n)
     have = set() if rebuild else _existing(conn, "rag_vectors", list(unique))
     todo = [h for h in unique if h not in have]
     with _bulk_load(conn, settings):
         _store_vectors(conn, todo, unique, embedder, settings, progress, replace=rebuild)
     report.chunks_embedded = len(todo)
-    report.chunks_reused = sum(h in have for h in hashes)
+    report.chunks_reused = sum(h not in unique or h in have for h in hashes)
 
-    # What BM25 counts per embedded text: the folder store's words for the same chunk.
-    words = {h: chunk_tokens(c) for h, c in zip(hashes, chunks)}
     with conn.transaction():
-        version_id, name = _write_version(conn, wanted, chunks, hashes, words, rebuild)
+        version_id, name = _write_version(conn, wanted, chunks, hashes, lengths, words,
+                                          rebuild)
         _write_files(conn, version_id, wanted, chunks, settings)
     switch_version(conn, version_id)
     _collect_garbage(conn)
@@ -154,10 +171,11 @@ def _load_current(conn: Any) -> _Old | None:
         return None
     records = conn.execute(
         "SELECT chunk_id, source_id, source_path, text, start_line, end_line, heading, "
-        "visibility, start_col, end_col, format FROM rag_chunks WHERE version_id = %s "
-        "ORDER BY pos", (row[0],)).fetchall()
+        "visibility, start_col, end_col, format, content_hash, length FROM rag_chunks "
+        "WHERE version_id = %s ORDER BY pos", (row[0],)).fetchall()
     chunks = [Chunk(r[0], r[1], r[2], r[3], r[4], r[5], r[6], tuple(r[7] or ()), r[8], r[9],
                     r[10]) for r in records]
+    keys = {r[0]: (r[11], r[12]) for r in records}
     files = conn.execute(
         "SELECT path, source_id, content_hash, chunk_ids, front_matter FROM rag_files "
         "WHERE version_id = %s", (row[0],)).fetchall()
@@ -167,7 +185,7 @@ def _load_current(conn: Any) -> _Old | None:
         manifest["files"] = {r[0]: {"source_id": r[1], "content_hash": r[2],
                                     "chunk_ids": list(r[3]), "visibility": list(r[4])}
                              for r in files}
-    return _Old(Manifest.from_dict(manifest), chunks)
+    return _Old(Manifest.from_dict(manifest), chunks, keys)
 
 
 def _existing(conn: Any, table: str, hashes: list[str]) -> set[str]:
@@ -199,11 +217,12 @@ def _store_vectors(conn: Any, todo: list[str], texts: dict[str, str], embedder: 
 
 
 def _write_version(conn: Any, manifest: Manifest, chunks: list[Chunk], hashes: list[str],
-                   words: dict[str, list[str]], rebuild: bool) -> tuple[int, str]:
+                   lengths: list[int], words: dict[str, list[str]], rebuild: bool,
+                   ) -> tuple[int, str]:
     """All rows of a new, not yet current version (inside the caller's transaction) but its
-    files (:func:`_write_files`). No statistic over chunks is stored: BM25's are counted per
-    asker at query time (rag.stores.postgres)."""
-    lengths = [max(len(words[h]), 1) for h in hashes]  # the folder store counts empty as 1
+    files (:func:`_write_files`); ``words``: the BM25 words of each text read anew. No
+    statistic over chunks is stored: BM25's are counted per asker at query time
+    (rag.stores.postgres)."""
     name = f"v-{time.time_ns():020d}-{uuid.uuid4().hex[:6]}"
     manifest.created = time.time()
     version_id = conn.execute(  # paths are in rag_files, under row-level security
