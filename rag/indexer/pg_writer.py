@@ -3,8 +3,8 @@
 Incremental like the folder store: unchanged files are not re-chunked, and a text whose
 vector is already in ``rag_vectors`` (looked up by the sha256 of the embedded text) is not
 embedded again; a chunk the current version holds unchanged keeps its key and length
-without being read again. New vectors are committed as they are embedded, so an interrupted run keeps
-its work. The new version's rows are written in one transaction and made current in a second,
+without being read again. New vectors are committed as they are embedded, so an
+interrupted run keeps its work. The new version's rows are written in one transaction and made current in a second,
 short one; readers see the old version or the new one, never a mix. One writer at a time: a
 second one stops with one line (a session advisory lock, dropped if the writer dies).
 """
