@@ -53,6 +53,14 @@ def test_reindex_reads_only_new_or_changed_chunks_and_keeps_their_counts(docs, p
     assert read == [] and again.chunks_embedded == 0 and again.chunks_reused == again.chunks_total
     assert run_sql(pg_dsn, "SELECT chunk_id, content_hash, length FROM rag_chunks r JOIN "
                    "rag_versions v ON v.id = r.version_id AND v.is_current ORDER BY 1") == lengths
+    # A vector gone from the database is embedded again, though its chunk did not change.
+    [(gone,)] = run_sql(pg_dsn, "SELECT content_hash FROM rag_vectors LIMIT 1")
+    run_sql(pg_dsn, "DELETE FROM rag_vectors WHERE content_hash = %s", (gone,))
+    healed = build_index(docs, UNUSED, settings, embedder)
+    assert healed.chunks_embedded == 1 and read  # its chunks only, read again
+    assert run_sql(pg_dsn, "SELECT count(*) FROM rag_vectors WHERE content_hash = %s",
+                   (gone,)) == [(1,)]
+    read.clear()
     # The same sentence under a renamed heading: its chunk id stays, its embedded text not.
     (docs / "faq.md").write_text("# FAQ\n\nTides come twice a day.\n", encoding="utf-8")
     build_index(docs, UNUSED, settings, embedder)

@@ -4,8 +4,8 @@ Incremental like the folder store: unchanged files are not re-chunked, and a tex
 vector is already in ``rag_vectors`` (looked up by the sha256 of the embedded text) is not
 embedded again; a chunk the current version holds unchanged keeps its key and length
 without being read again. New vectors are committed as they are embedded, so an
-interrupted run keeps its work. The new version's rows are written in one transaction and made current in a second,
-short one; readers see the old version or the new one, never a mix. One writer at a time: a
+interrupted run keeps its work. The new version's rows are written in one transaction and
+made current in a second, short one; readers see the old version or the new one, never a mix. One writer at a time: a
 second one stops with one line (a session advisory lock, dropped if the writer dies).
 """
 
@@ -109,28 +109,30 @@ def _build(conn: Any, docs_root: Path, settings: Settings, embedder: Embedder, r
             "rebuild with `rag index --rebuild`")
     chunks, wanted.files = chunk_folder(docs_root, old, settings, embedder, report)
     # A chunk the current version holds as it is now, under the same rules, keeps its key
-    # and length; only new or changed chunks are read for their text and words.
-    same = {c.chunk_id: c for c in old.chunks} \
-        if old is not None and old.manifest.chunk_rules == CHUNK_RULES else {}
-    hashes, lengths, unique, words = [], [], {}, {}
-    for c in chunks:
-        if same.get(c.chunk_id) == c and c.chunk_id in old.keys:  # type: ignore[union-attr]
-            h, n = old.keys[c.chunk_id]  # type: ignore[union-attr]
-        else:
-            text = embed_text(c)
-            h = sha256_hex(text.encode("utf-8"))
-            unique[h] = text
-            # What BM25 counts per embedded text: the folder store's words for the chunk.
-            words[h] = chunk_tokens(c)
-            n = max(len(words[h]), 1)  # the folder store counts empty as 1
-        hashes.append(h)
-        lengths.append(n)
-    have = set() if rebuild else _existing(conn, "rag_vectors", list(unique))
+    # and length; only new or changed chunks (or one whose vector is gone) are read for
+    # their text and BM25 words.
+    same_rules = old is not None and old.manifest.chunk_rules == CHUNK_RULES
+    same = {c.chunk_id: c for c in old.chunks} if old is not None and same_rules else {}
+    keys = old.keys if old is not None and same_rules else {}
+    known = [same.get(c.chunk_id) == c and c.chunk_id in keys for c in chunks]
+    hashes = [keys[c.chunk_id][0] if k else "" for c, k in zip(chunks, known)]
+    lengths = [keys[c.chunk_id][1] if k else 0 for c, k in zip(chunks, known)]
+    have = set() if rebuild else _existing(conn, "rag_vectors", list(set(hashes) - {""}))
+    unique: dict[str, str] = {}  # embedded text by its sha256, for the chunks read anew
+    words: dict[str, list[str]] = {}  # what BM25 counts: the folder store's words
+    for i, c in enumerate(chunks):
+        if hashes[i] in have:
+            continue
+        text = embed_text(c)
+        hashes[i] = h = sha256_hex(text.encode("utf-8"))
+        unique[h], words[h] = text, chunk_tokens(c)
+        lengths[i] = max(len(words[h]), 1)  # the folder store counts empty as 1
+    have |= set() if rebuild else _existing(conn, "rag_vectors", list(unique))
     todo = [h for h in unique if h not in have]
     with _bulk_load(conn, settings):
         _store_vectors(conn, todo, unique, embedder, settings, progress, replace=rebuild)
     report.chunks_embedded = len(todo)
-    report.chunks_reused = sum(h not in unique or h in have for h in hashes)
+    report.chunks_reused = sum(h in have for h in hashes)
 
     with conn.transaction():
         version_id, name = _write_version(conn, wanted, chunks, hashes, lengths, words,
