@@ -214,7 +214,7 @@ def _passage_quote(p: Passage, limit: int, stop: int, passages: Sequence[Passage
         if lo > 0 and found[lo - 1].kind == "prose" and fits(lo - 1):
             lo -= 1
             words += sizes[lo]
-        while found[lo].blocks[0].kind == "code" and lo < at:
+        while lo < at and found[lo].blocks[0].kind == "code":
             words -= sizes[lo]
             lo += 1
     blocks = [b for u in found[lo:hi] for b in u.blocks]
