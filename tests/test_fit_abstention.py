@@ -108,6 +108,16 @@ def test_a_word_the_docs_never_use_counts_as_absent() -> None:
     assert unknown["best_idf_coverage"] < covered["best_idf_coverage"] == 1.0
 
 
+def test_a_name_only_the_scene_uses_is_the_askers_own_not_a_missing_one() -> None:
+    # "my Kubernetes cluster" in the scene says what the asker has; asked about, it is
+    # what the docs must name.
+    own = _signals("My app runs on a Kubernetes cluster. How do I mount static files?",
+                   DOCS[0], [0.8, 0.5])
+    asked = _signals("How do I mount static files on a Kubernetes cluster?", DOCS[0],
+                     [0.8, 0.5])
+    assert own["missing_names"] == 0.0 and asked["missing_names"] == 1.0
+
+
 def test_rare_words_weigh_more_in_what_the_best_passage_holds() -> None:
     # "port" is in one chunk, "static" in two: a passage holding the rarer one covers more.
     rare = _signals("static port", DOCS[1], [0.8])

@@ -10,7 +10,8 @@ ranks the top evidence's section high (an answer's place is found both by its wo
 by its meaning; words shared by chance find a place that meaning does not). Then signals
 that tell "the docs cover this" from "the docs use these words": the weighted share of
 question words the chunks the asker may see lack (a product, tool or option the docs never
-name), the names the question uses that no evidence holds, the share of the question's
+name), the names the question asks about that no evidence holds (not those only the
+scene it sets uses: the asker's own header or script), the share of the question's
 words, weighted by their rarity among those chunks (BM25 IDF), that the single best
 passage holds (an answer is one place that names what was asked, not words scattered over
 eight chunks), and the best cosine among the passages that can be the kind of answer asked
@@ -32,7 +33,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from rag.answer.candidates import Passage
 from rag.answer.kinds import has_kind
-from rag.answer.questions import answer_kinds
+from rag.answer.questions import answer_kinds, asked_text
 from rag.answer.scoring import is_release_note
 from rag.core.errors import ConfigError
 from rag.core.records import Evidence, SearchHit
@@ -108,9 +109,10 @@ def fitting(question: str, passages: Sequence[Passage]) -> list[Passage]:
 
 
 def question_names(question: str) -> set[str]:
-    """Content words of the names the question uses (rag.core.text.names): what it is
-    about."""
-    return {word for name in names(question) for word in content_words(name)}
+    """Content words of the names the question asks about (rag.core.text.names): those of
+    its asked sentences (rag.answer.questions.asked_text). A name only its scene uses is
+    the asker's own (a header they made up, their script), not one the docs must hold."""
+    return {word for name in names(asked_text(question)) for word in content_words(name)}
 
 
 class AbstentionModel(BaseModel):

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from rag.core.text import query_terms, split_sentences, stem, terms
 from rag.reader.passages import FACT
 
-__all__ = ["Part", "answer_kinds", "asks_when", "defined_terms", "question_parts"]
+__all__ = ["Part", "answer_kinds", "asked_text", "asks_when", "defined_terms", "question_parts"]
 
 
 # --- what kind of answer a question asks for --------------------------------------------------
@@ -98,6 +98,15 @@ class Part:
     text: str
     terms: tuple[str, ...]
     kinds: frozenset[str]
+
+
+def asked_text(question: str) -> str:
+    """What a question asks, without the scene it sets: its sentences that end in "?" when
+    others set the scene ("I add a custom X-Request-ID header, but the browser can't read
+    it. What do I need to configure?"), else the whole question."""
+    sentences = split_sentences(question.strip())
+    asked = [s for s in sentences if s.endswith("?")]
+    return " ".join(asked) if asked and len(asked) < len(sentences) else question
 
 
 def question_parts(question: str) -> list[Part]:
