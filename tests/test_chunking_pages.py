@@ -29,6 +29,13 @@ def test_an_h1_equal_to_the_title_is_not_repeated() -> None:
     assert headings(other) == ["Setup > Installing"]
 
 
+def test_a_heading_reads_as_the_page_shows_it_entities_and_escapes_decoded() -> None:
+    text = ("# pnpm config\n\nIntro.\n\n## &lt;URL&gt;&#58;_authToken\n\nA token.\n\n"
+            "## Use `&lt;b&gt;` for bold \\* not stars\n\nBold.\n")
+    assert headings(text) == ["pnpm config", "pnpm config > <URL>:_authToken",
+                              "pnpm config > Use `&lt;b&gt;` for bold * not stars"]
+
+
 def test_a_version_marker_before_the_first_heading_dates_the_whole_page() -> None:
     text = ("---\ntitle: Configure roles\n---\n\n{{< new-in 0.153.0 />}}\n\nDefaults.\n\n"
             "## Role settings\n\nThe weight of a role.\n\n{{< new-in 0.155.0 />}}\n\nLater.\n")

@@ -73,7 +73,7 @@ HEADING_SEPARATOR = " > "
 # Raised whenever the rules change what chunks a file gives or what of a chunk is embedded
 # (rag.reader.markup's display); an index built under other rules re-chunks every file on the
 # next `rag index`, keeping a vector only where its chunk embeds the very same text.
-CHUNK_RULES = 15
+CHUNK_RULES = 16
 
 _INDEX_STEMS = frozenset({"index", "_index", "readme"})
 

@@ -29,11 +29,15 @@ from functools import lru_cache
 from typing import Any
 
 from markdown_it import MarkdownIt
+from markdown_it.common.utils import unescapeAll
 from markdown_it.rules_block import StateBlock
 from mdit_py_plugins.colon_fence import colon_fence_plugin
 
 SETEXT_MAX_LINES = 4
 MAX_HEADING_CHARS = 200
+# An inline code span, `x` or ``x``: a whole run of backticks opens it and a run of the same
+# length closes it, so no start inside a run is tried (a line of backticks stays linear).
+CODE_SPAN = re.compile(r"(?<!`)(`+)(?!`)(.*?[^`])\1(?!`)")
 _ATTRIBUTES = re.compile(r"\{[ \t]*(?:[#.][^{}]*|/\*[^{}]*\*/[ \t]*)\}")  # {#id}, MDX {/*id*/}
 # MyST directives whose content is Markdown a reader sees in a box (rag.reader.fences shows
 # their fence lines): written as a fence (```{note}), they hold prose, not code.
@@ -104,7 +108,19 @@ def heading_name(raw: str) -> str:
     brace = name.rfind("{") if name.endswith("}") else -1
     if brace >= 0 and _ATTRIBUTES.fullmatch(name, brace):
         name = name[:brace].strip()
-    return cap(name)
+    return cap(shown_name(name))
+
+
+def shown_name(name: str) -> str:
+    """A heading's name as the page shows it: entities and backslash escapes read
+    (``--filter &lt;glob&gt;`` is "--filter <glob>"), code spans as they are written."""
+    if "&" not in name and "\\" not in name:
+        return name
+    out, at = [], 0
+    for span in CODE_SPAN.finditer(name):
+        out += [unescapeAll(name[at:span.start()]), span[0]]
+        at = span.end()
+    return "".join([*out, unescapeAll(name[at:])])
 
 
 def _indented_box(state: StateBlock, start: int, end: int, silent: bool) -> bool:

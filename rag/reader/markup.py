@@ -62,7 +62,7 @@ from rag.reader.fences import (
     myst_admonitions,
     session_line,
 )
-from rag.reader.markdown import Code, outline
+from rag.reader.markdown import CODE_SPAN, Code, outline
 
 SHORTCODE_MAX_LINES = 20  # a `{{<` not closed within this many lines is plain text
 
@@ -96,9 +96,6 @@ def without_comments(lines: Sequence[str]) -> tuple[str, ...] | None:
         return None
     shown = INLINE_COMMENT.sub(lambda m: "\n" * m[0].count("\n"), text)
     return None if "<!--" in shown else tuple(line.strip() for line in shown.split("\n"))
-# An inline code span, `x` or ``x``: a whole run of backticks opens it and a run of the same
-# length closes it, so no start inside a run is tried (a line of backticks stays linear).
-CODE_SPAN = re.compile(r"(?<!`)(`+)(?!`)(.*?[^`])\1(?!`)")
 _MDX_STATEMENT = re.compile(r"(?:import|export)[ \t{*]")
 SHORTCODE_CLOSERS = {"<": ">}}", "%": "%}}"}  # opener kind -> its closer
 # A shortcode that marks when something arrived or went ({{< new-in 0.140.0 />}}): Hugo
