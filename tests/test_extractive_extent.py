@@ -224,21 +224,24 @@ def test_a_first_quote_reads_on_into_a_long_list_item_by_item() -> None:
 def test_a_first_quote_never_opens_with_code_whose_paragraph_it_leaves_out() -> None:
     # The code before the answer shows the paragraph before it, not the answer: read back,
     # it comes with that paragraph or not at all.
-    long_intro = ("For some advanced configuration you might need to build a transport "
-                  "yourself and hand it to the client. " + LONG_OPENING * 2).strip()
     tail = ("Connection retries are also available through the transport. Requests are "
             "retried the given number of times when a connection fails.\n\n```python\n"
             "transport = Transport(retries=1)\n```")
-    text = f"## Transports\n\n{long_intro}\n\n```python\ntransport = Transport(local='0.0.0.0')\n```\n\n{tail}"
-    question = "Does the client retry when a connection fails?"
-    statements, quotes = answer(question, [evidence("E1", text, start=1)], FakeEmbedder())
-    quoted = " ".join(t for t, _ in statements)
+
+    def quoted_after(intro: str) -> tuple[str, int]:
+        text = (f"## Transports\n\n{intro}\n\n```python\n"
+                f"transport = Transport(local='0.0.0.0')\n```\n\n{tail}")
+        statements, quotes = answer("Does the client retry when a connection fails?",
+                                    [evidence("E1", text, start=1)], FakeEmbedder())
+        return " ".join(t for t, _ in statements), quotes[0][0]
+
+    long_intro = ("For some advanced configuration you might need to build a transport "
+                  "yourself and hand it to the client. " + LONG_OPENING * 2).strip()
+    quoted, first_line = quoted_after(long_intro)
     assert quoted.startswith("Connection retries are also available")
     assert "local=" not in quoted and "retries=1" in quoted
-    assert quotes[0][0] == 9  # the quote's lines start with its paragraph
+    assert first_line == 9  # the quote's lines start with its paragraph
     # A short paragraph before that code fits: the quote reads back to it, code and all.
-    short = f"## Transports\n\nA transport can bind a local address.\n\n```python\ntransport = Transport(local='0.0.0.0')\n```\n\n{tail}"
-    statements, quotes = answer(question, [evidence("E1", short, start=1)], FakeEmbedder())
-    quoted = " ".join(t for t, _ in statements)
+    quoted, first_line = quoted_after("A transport can bind a local address.")
     assert quoted.startswith("A transport can bind a local address.") and "retries=1" in quoted
-    assert quotes[0][0] == 3
+    assert first_line == 3
